@@ -1,0 +1,344 @@
+"""Closed-loop models: what a load test with a fixed number of users measures.
+
+Load generators such as ``ab -c N``, ``wrk -c N`` or k6 with a fixed number of
+virtual users run a *closed* loop: each of ``users`` clients sends a request,
+waits for the answer, optionally thinks (or waits on IO) for ``think_time``
+seconds, and only then sends the next one.  Such a system is a closed queueing
+network.  For product-form stations (FCFS with exponential service, or
+processor sharing with any service distribution) the exact mean throughput and
+latency follow from Mean Value Analysis (:func:`mva`); the asymptotic bounds
+(:func:`bounds`) give the two straight lines the MVA curve bends between.
+
+A station is described by its *service demand* ``D_k = V_k S_k``: the total
+service seconds one request needs there (visits per request times seconds per
+visit).  Units: seconds and requests per second.
+"""
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ._validation import check_nonnegative, check_positive
+
+__all__ = ["BoundsResult", "MVAResult", "bounds", "mva"]
+
+ArrayLike = Any
+
+
+# ---------------------------------------------------------------------- input checks
+def _check_demands(demands: ArrayLike) -> np.ndarray:
+    """Demands as a float array of shape ``(..., K)``; a scalar is one station."""
+    arr = check_positive(demands, "demands")
+    if arr.ndim == 0:
+        arr = arr.reshape(1)
+    if arr.shape[-1] == 0:
+        raise ValueError(f"demands must name at least one station, got {demands!r}")
+    return arr
+
+
+def _check_users(users: ArrayLike) -> int:
+    """A single population size, an integer >= 1."""
+    if users is None:
+        raise ValueError("users is required: the number of concurrent clients (an integer >= 1)")
+    if isinstance(users, (bool, np.bool_)):
+        raise ValueError(f"users must be a positive integer, got {users!r}")
+    if isinstance(users, numbers.Integral):
+        value = int(users)
+    else:
+        arr = np.asarray(users)
+        if arr.ndim != 0 or arr.dtype.kind not in "iuf":
+            raise ValueError(f"users must be a single positive integer, got {users!r}")
+        as_float = float(arr)
+        if not np.isfinite(as_float) or as_float != round(as_float):
+            raise ValueError(f"users must be a positive integer, got {users!r}")
+        value = int(as_float)
+    if value < 1:
+        raise ValueError(f"users must be a positive integer, got {users!r}")
+    return value
+
+
+def _prepare(demands: ArrayLike, think_time: ArrayLike) -> tuple[np.ndarray, np.ndarray, tuple[int, ...]]:
+    """Validate and broadcast; returns demands ``batch + (K,)``, think time ``batch``, batch."""
+    d = _check_demands(demands)
+    z = check_nonnegative(think_time, "think_time")
+    batch = np.broadcast_shapes(d.shape[:-1], z.shape)
+    d = np.broadcast_to(d, batch + d.shape[-1:])
+    z = np.broadcast_to(z, batch)
+    return d, z, batch
+
+
+# ---------------------------------------------------------------------- MVA
+@dataclass(frozen=True)
+class MVAResult:
+    """Mean performance of a closed network for every population 1..N.
+
+    With a batch of demand vectors of shape ``batch + (K,)`` every array below
+    carries the batch axes first.
+
+    Attributes
+    ----------
+    users : ndarray of int, shape (N,)
+        Population sizes 1..N.
+    throughput : ndarray, shape batch + (N,)
+        X(n), requests per second.
+    response_time : ndarray, shape batch + (N,)
+        R(n) = sum_k R_k(n), seconds per request, excluding think time.
+    residence_time : ndarray, shape batch + (N, K)
+        R_k(n), seconds a request spends at station k (queueing + service).
+    queue_length : ndarray, shape batch + (N, K)
+        Q_k(n), mean number of requests at station k (waiting + in service).
+    utilization : ndarray, shape batch + (N, K)
+        U_k(n) = X(n) D_k, the fraction of time station k is busy.
+    demands : ndarray, shape batch + (K,)
+        The service demands D_k, seconds.
+    think_time : ndarray, shape batch
+        Z, seconds.
+    """
+
+    users: np.ndarray
+    throughput: np.ndarray
+    response_time: np.ndarray
+    residence_time: np.ndarray
+    queue_length: np.ndarray
+    utilization: np.ndarray
+    demands: np.ndarray
+    think_time: np.ndarray
+
+    def to_frame(self):
+        """The result as a :class:`pandas.DataFrame`, one row per population.
+
+        Columns ``throughput``, ``response_time`` and, for each station ``k``,
+        ``queue_length_k``, ``residence_time_k`` and ``utilization_k``.  The
+        index is ``users``; with a batch of demand vectors it is a
+        MultiIndex ``(batch_0, ..., users)``.
+        """
+        import pandas as pd
+
+        batch = self.throughput.shape[:-1]
+        n_users = self.users.size
+        if batch:
+            grids = np.indices(batch + (n_users,)).reshape(len(batch) + 1, -1)
+            levels = [grids[i] for i in range(len(batch))] + [self.users[grids[-1]]]
+            names = [f"batch_{i}" for i in range(len(batch))] + ["users"]
+            index = pd.MultiIndex.from_arrays(levels, names=names)
+        else:
+            index = pd.Index(self.users, name="users")
+        columns: dict[str, np.ndarray] = {
+            "throughput": self.throughput.reshape(-1),
+            "response_time": self.response_time.reshape(-1),
+        }
+        for k in range(self.queue_length.shape[-1]):
+            columns[f"queue_length_{k}"] = self.queue_length[..., k].reshape(-1)
+            columns[f"residence_time_{k}"] = self.residence_time[..., k].reshape(-1)
+            columns[f"utilization_{k}"] = self.utilization[..., k].reshape(-1)
+        return pd.DataFrame(columns, index=index)
+
+
+def _mva(d: np.ndarray, z: np.ndarray, n_users: int):
+    """Exact MVA recursion; ``d`` has shape batch + (K,), ``z`` shape batch."""
+    batch, k = d.shape[:-1], d.shape[-1]
+    x = np.empty(batch + (n_users,))
+    r_k = np.empty(batch + (n_users, k))
+    q_k = np.empty(batch + (n_users, k))
+    q_prev = np.zeros(batch + (k,))
+    for i, n in enumerate(range(1, n_users + 1)):
+        # Arrival theorem: an arriving request sees the network in equilibrium with n-1 users.
+        r = d * (1.0 + q_prev)
+        xn = n / (z + r.sum(axis=-1))
+        q_prev = xn[..., None] * r
+        x[..., i] = xn
+        r_k[..., i, :] = r
+        q_k[..., i, :] = q_prev
+    return x, r_k, q_k
+
+
+def mva(demands: ArrayLike, think_time: ArrayLike = 0.0, users: int | None = None) -> MVAResult:
+    """Exact Mean Value Analysis of a closed load test with ``users`` clients.
+
+    Parameters
+    ----------
+    demands : float or array_like, shape (..., K)
+        Service demand D_k of each queueing station, seconds of service one
+        request needs there in total (visits x seconds per visit).  A scalar
+        is a single station; the last axis lists stations, any leading axes
+        are a batch of independent networks solved in the same call (to sweep
+        one station's demand, pass shape ``(M, 1)``).
+    think_time : float or array_like, default 0.0
+        Z, seconds each client waits between receiving a response and sending
+        its next request (think time, pacing, or IO wait outside the
+        stations).  Broadcasts against the batch axes of ``demands``.
+    users : int
+        N, the number of concurrent clients (``ab -c N``, k6 VUs).  Results
+        are returned for every population 1..N.
+
+    Returns
+    -------
+    MVAResult
+        Arrays over populations 1..N: ``throughput`` (requests/s),
+        ``response_time`` (s, without think time), ``queue_length``,
+        ``residence_time`` and ``utilization`` per station; ``.to_frame()``
+        gives a DataFrame.
+
+    Notes
+    -----
+    For n = 1..N (Reiser & Lavenberg 1980), starting from Q_k(0) = 0::
+
+        R_k(n) = D_k (1 + Q_k(n-1))          arrival theorem
+        X(n)   = n / (Z + sum_k R_k(n))      response-time law
+        Q_k(n) = X(n) R_k(n)                 Little's law
+
+    Exact for a single-class closed product-form network: every station is
+    a single server, either FCFS with exponential service or processor
+    sharing with any service distribution; the think-time stage is an
+    infinite-server (delay) station with any distribution.  Multi-core
+    stations (load-dependent rates) are not covered by this recursion.  The
+    recursion over n is sequential (cost O(N K) per network); stations and
+    batch axes are vectorised.
+
+    *Why a closed-loop load test overstates capacity.*  With N users the
+    population is capped: at most N requests are ever in the system, and a
+    slow response delays that client's next request (coordinated omission),
+    so queueing throttles itself.  Past the knee N* = (D + Z)/D_max
+    throughput saturates at 1/D_max and latency only grows linearly,
+    R(N) ~ N D_max - Z.  Production traffic is an open stream: requests keep
+    arriving whether or not earlier ones have finished, so bursts are not
+    throttled and near saturation the queue and latency grow without bound
+    (R = D/(1 - rho) for one PS station).  Example: D = 10 ms, Z = 0,
+    N = 10 users measures X = 100 req/s at R = 0.1 s; an open Poisson stream
+    at 99 req/s (rho = 0.99) has R = 1 s and unbounded R at 100 req/s.  Read a
+    closed test's throughput as a ceiling, not as a safe operating rate.
+
+    References
+    ----------
+    M. Reiser and S. S. Lavenberg, "Mean-value analysis of closed multichain
+    queueing networks", J. ACM 27(2):313-322, 1980.
+    E. D. Lazowska, J. Zahorjan, G. S. Graham, K. C. Sevcik, *Quantitative
+    System Performance*, Prentice-Hall 1984, ch. 6 (MVA, Algorithm 6.1).
+    B. Schroeder, A. Wierman, M. Harchol-Balter, "Open versus closed: a
+    cautionary tale", NSDI 2006.
+
+    Examples
+    --------
+    A 10 ms CPU demand plus 5 ms of database time, 90 ms of client think time:
+
+    >>> from capacity.closed import mva
+    >>> res = mva([0.010, 0.005], think_time=0.090, users=20)
+    >>> round(float(res.throughput[0]), 4)  # one user: 1 / (0.015 + 0.090)
+    9.5238
+    >>> round(float(res.throughput[-1]), 2), round(float(res.response_time[-1]), 4)
+    (99.72, 0.1106)
+    >>> res.queue_length.shape
+    (20, 2)
+
+    A batch of three CPU demands in one call:
+
+    >>> mva([[0.01], [0.02], [0.04]], think_time=0.1, users=5).throughput.shape
+    (3, 5)
+    """
+    d, z, _ = _prepare(demands, think_time)
+    n_users = _check_users(users)
+    x, r_k, q_k = _mva(d, z, n_users)
+    return MVAResult(
+        users=np.arange(1, n_users + 1),
+        throughput=x,
+        response_time=r_k.sum(axis=-1),
+        residence_time=r_k,
+        queue_length=q_k,
+        utilization=x[..., None] * d[..., None, :],
+        demands=np.array(d),
+        think_time=np.array(z),
+    )
+
+
+# ---------------------------------------------------------------------- bounds
+@dataclass(frozen=True)
+class BoundsResult:
+    """Asymptotic (and pessimistic) bounds for populations 1..N.
+
+    Attributes
+    ----------
+    users : ndarray of int, shape (N,)
+    throughput_upper : ndarray, shape batch + (N,)
+        min(n / (D + Z), 1 / D_max), requests/s.
+    throughput_lower : ndarray, shape batch + (N,)
+        n / (n D + Z), requests/s (every other request ahead of you everywhere).
+    response_time_lower : ndarray, shape batch + (N,)
+        max(D, n D_max - Z), seconds.
+    response_time_upper : ndarray, shape batch + (N,)
+        n D, seconds.
+    knee : ndarray or float, shape batch
+        N* = (D + Z) / D_max, the population where the two optimistic
+        asymptotes cross.
+    """
+
+    users: np.ndarray
+    throughput_upper: np.ndarray
+    throughput_lower: np.ndarray
+    response_time_lower: np.ndarray
+    response_time_upper: np.ndarray
+    knee: Any
+
+
+def bounds(demands: ArrayLike, think_time: ArrayLike = 0.0, users: int | None = None) -> BoundsResult:
+    """Asymptotic bounds on throughput and response time of a closed network.
+
+    Parameters
+    ----------
+    demands : float or array_like, shape (..., K)
+        Service demands D_k, seconds (as in :func:`mva`).
+    think_time : float or array_like, default 0.0
+        Z, seconds between a response and the client's next request.
+    users : int
+        N, the number of clients; bounds are returned for 1..N.
+
+    Returns
+    -------
+    BoundsResult
+        ``throughput_upper``, ``throughput_lower``, ``response_time_lower``,
+        ``response_time_upper`` over populations 1..N, and ``knee``.
+
+    Notes
+    -----
+    With D = sum_k D_k and D_max = max_k D_k (asymptotic bound analysis)::
+
+        n / (n D + Z) <= X(n) <= min(n / (D + Z), 1 / D_max)
+        max(D, n D_max - Z) <= R(n) <= n D
+
+    The optimistic asymptotes cross at the knee N* = (D + Z) / D_max: below
+    it clients are mostly thinking, above it the bottleneck station (the one
+    with D_max) is saturated.  The bounds hold for any closed network whose
+    stations are single servers with demands D_k (no product form needed).
+
+    References
+    ----------
+    E. D. Lazowska, J. Zahorjan, G. S. Graham, K. C. Sevcik, *Quantitative
+    System Performance*, Prentice-Hall 1984, ch. 5 (asymptotic bounds,
+    Table 5.1 / Algorithm 5.1).
+
+    Examples
+    --------
+    >>> from capacity.closed import bounds
+    >>> b = bounds([0.010, 0.005], think_time=0.090, users=20)
+    >>> round(float(b.knee), 2)  # (0.015 + 0.090) / 0.010
+    10.5
+    >>> round(float(b.throughput_upper[-1]), 2), round(float(b.response_time_lower[-1]), 3)
+    (100.0, 0.11)
+    """
+    d, z, _ = _prepare(demands, think_time)
+    n_users = _check_users(users)
+    n = np.arange(1, n_users + 1, dtype=float)
+    total = d.sum(axis=-1)[..., None]
+    d_max = d.max(axis=-1)[..., None]
+    zz = z[..., None]
+    knee = ((total + zz) / d_max)[..., 0]
+    return BoundsResult(
+        users=np.arange(1, n_users + 1),
+        throughput_upper=np.minimum(n / (total + zz), 1.0 / d_max),
+        throughput_lower=n / (n * total + zz),
+        response_time_lower=np.maximum(total, n * d_max - zz),
+        response_time_upper=n * total,
+        knee=knee.item() if knee.ndim == 0 else knee,
+    )
