@@ -20,7 +20,7 @@ __all__ = [
 
 def _first_bad(arr: np.ndarray, bad: np.ndarray) -> object:
     """The first offending element, for the error message."""
-    return arr[bad].flat[0] if arr.ndim else arr.item()
+    return arr[bad].flat[0].item() if arr.ndim else arr.item()
 
 
 def as_float_array(value, name: str) -> np.ndarray:

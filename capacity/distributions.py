@@ -95,7 +95,7 @@ class Service:
         m = check_positive(mean, "mean")
         k_arr = check_positive(k, "k")
         if np.any(k_arr != np.round(k_arr)):
-            bad = k_arr[k_arr != np.round(k_arr)].flat[0] if k_arr.ndim else k_arr.item()
+            bad = k_arr[k_arr != np.round(k_arr)].flat[0].item() if k_arr.ndim else k_arr.item()
             raise ValueError(f"k must be a positive integer, got {bad!r}")
         shape = np.broadcast(m, k_arr).shape
         m, k_arr = np.broadcast_to(m, shape), np.broadcast_to(k_arr, shape)
@@ -144,7 +144,7 @@ class Service:
         m = check_positive(mean, "mean")
         c2 = check_positive(scv, "scv")
         if np.any(c2 < 1):
-            bad = c2[c2 < 1].flat[0] if c2.ndim else c2.item()
+            bad = c2[c2 < 1].flat[0].item() if c2.ndim else c2.item()
             raise ValueError(f"scv must be >= 1 for a hyperexponential service, got {bad!r}")
         shape = np.broadcast(m, c2).shape
         m, c2 = np.broadcast_to(m, shape), np.broadcast_to(c2, shape)
