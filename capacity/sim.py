@@ -33,7 +33,7 @@ L. Kleinrock, *Queueing Systems, Volume 2: Computer Applications*, Wiley
 (1976), ch. 4 (processor sharing).
 
 M. Harchol-Balter, *Performance Modeling and Design of Computer Systems*,
-Cambridge University Press (2013), part VII (processor sharing, M/G/1-PS).
+Cambridge University Press (2013), part VII (scheduling, processor sharing).
 
 A. M. Law, *Simulation Modeling and Analysis*, 5th ed., McGraw-Hill (2015),
 sec. 9.5.3 (the method of batch means).
@@ -339,7 +339,7 @@ class SimulationResult:
         ----------
         A. M. Law, *Simulation Modeling and Analysis*, 5th ed. (2015),
         sec. 9.5.3; S. Asmussen and P. W. Glynn, *Stochastic Simulation*,
-        Springer (2007), sec. III.5 (sectioning).
+        Springer (2007), ch. III (sectioning).
         """
         level_arr = check_quantile(level, "level")
         if level_arr.ndim:
@@ -462,8 +462,9 @@ def simulate(arrivals: Any, service: Service | float, discipline: str = "fcfs", 
       ``W_n = max(0, W_{n-1} + S_{n-1} - (A_n - A_{n-1}))``, solved in
       vectorised form as a running minimum of partial sums, restarted every
       1024 requests so that rounding does not grow with the run length
-      (measured: within 1e-13 s of the plain loop over 10^6 requests at
-      rho = 0.9, mean service 1 s).
+      (measured over 10^6 M/M/1 requests, mean service 1 s: at most
+      6e-13 s from the plain loop at rho = 0.5 and 0.9, against 6e-10 s for
+      one running sum over the whole run).
     * FCFS, ``c`` servers: requests start in arrival order on the earliest
       free core (a heap), O(log c) per request.
     * PS, ``c`` servers: all requests present share the same rate
@@ -487,7 +488,8 @@ def simulate(arrivals: Any, service: Service | float, discipline: str = "fcfs", 
     Wiley (1976), ch. 4 (processor sharing).
 
     M. Harchol-Balter, *Performance Modeling and Design of Computer
-    Systems*, Cambridge University Press (2013), part VII.
+    Systems*, Cambridge University Press (2013), part VII (scheduling,
+    processor sharing).
 
     Examples
     --------
