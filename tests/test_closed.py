@@ -80,7 +80,7 @@ def test_two_stations_by_hand():
 
 
 def test_single_user_response_is_total_demand():
-    # With one user nobody ever queues: R(1) = sum_k D_k (Lazowska et al. sec. 5.2).
+    # With one user nobody ever queues: R(1) = sum_k D_k (Lazowska et al. ch. 5).
     d = [0.013, 0.002, 0.04]
     res = mva(d, 0.3, 1)
     assert res.response_time[0] == pytest.approx(sum(d), rel=1e-15)
@@ -100,7 +100,7 @@ def test_operational_laws_hold_for_every_population(demands, think_time):
     n = res.users
     x = res.throughput
     d = np.atleast_1d(demands)
-    # Interactive response-time law (Lazowska et al. sec. 3.2.3): R = N/X - Z.
+    # Interactive response-time law (Lazowska et al. ch. 3): R = N/X - Z.
     np.testing.assert_allclose(res.response_time, n / x - think_time, rtol=1e-12, atol=1e-15)
     # Little's law at each station: Q_k = X R_k.
     np.testing.assert_allclose(res.queue_length, x[:, None] * res.residence_time, rtol=1e-14)
@@ -340,3 +340,18 @@ def test_bad_input_names_parameter(func, kwargs, name):
 def test_whole_float_users_accepted():
     assert mva(0.1, 0.0, 3.0).throughput.shape == (3,)
     assert mva(0.1, 0.0, np.int64(3)).throughput.shape == (3,)
+
+
+def test_docstring_open_versus_closed_example():
+    """The numbers quoted in the ``mva`` docstring, worked by hand.
+
+    Closed: D = 10 ms, Z = 0, N = 10. One station with Z = 0 is always busy:
+    X = 1/D = 100 req/s, R = N/X = 0.1 s.
+    Open M/G/1-PS at 99 req/s: rho = 0.99, R = D/(1 - rho) = 0.01/0.01 = 1 s.
+    """
+    res = mva(0.010, 0.0, 10)
+    assert res.throughput[-1] == pytest.approx(100.0, rel=1e-12)
+    assert res.response_time[-1] == pytest.approx(0.1, rel=1e-12)
+    # The closed test never shows more than 10 requests in flight; the open
+    # stream at 99 % of the closed throughput has a mean of rho/(1-rho) = 99.
+    assert res.queue_length[-1, 0] == pytest.approx(10.0, rel=1e-12)
