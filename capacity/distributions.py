@@ -42,6 +42,16 @@ def _out(arr: np.ndarray):
     return arr.item() if arr.ndim == 0 else arr
 
 
+def _clog1p(z: np.ndarray) -> np.ndarray:
+    """log(1 + z) for complex or real z, accurate for small |z| (numpy's
+    complex log1p loses the real part's relative precision)."""
+    z = np.asarray(z)
+    if not np.iscomplexobj(z):
+        return np.log1p(z)
+    x, y = z.real, z.imag
+    return 0.5 * np.log1p(2.0 * x + x * x + y * y) + 1j * np.arctan2(y, 1.0 + x)
+
+
 class Service:
     """Distribution of the CPU time one request needs, in seconds.
 
@@ -231,6 +241,10 @@ class Service:
             raise ValueError(f"k must be a positive integer, got {k!r}")
         k = int(k)
         fam, p = self.family, self._params
+        if k == 1 and "mean" in p:
+            # The families are parametrised by their mean: return it exactly, so
+            # rho = rate * mean is exactly 1 at capacity (not 0.9999999999999999).
+            return _out(np.array(p["mean"], dtype=float))
         if fam == "deterministic":
             return _out(p["mean"] ** k)
         if fam == "exponential":
@@ -369,7 +383,7 @@ class Service:
         if fam in ("erlang", "gamma"):
             shape = p["k"] if fam == "erlang" else 1.0 / p["scv"]
             scale = p["mean"] / shape
-            return _out(np.exp(-shape * np.log1p(s * scale)))
+            return _out(np.exp(-shape * _clog1p(s * scale)))
         if fam == "hyperexponential":
             r1, r2, q = p["rate1"], p["rate2"], p["p"]
             return _out(q * r1 / (r1 + s) + (1 - q) * r2 / (r2 + s))
