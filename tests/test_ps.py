@@ -1,0 +1,266 @@
+"""Tests of capacity.ps (processor sharing) and capacity.phasetype.
+
+References used here are computed independently of the module under test:
+tagged-request continuous-time Markov chains (Kleinrock 1976 vol. 2, ch. 4;
+the "exact Markov chain" used by the LINE solver), integrated with
+scipy.sparse.linalg.expm_multiply; exact simulation (capacity.sim); and
+hand-worked formulas.
+"""
+import itertools
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.sparse.linalg import expm_multiply
+
+from capacity import Service, ps
+from capacity.phasetype import _ph_moment, phase_type
+from capacity.sim import simulate
+
+
+# --------------------------------------------------------------------------- references
+def _ctmc_sf(t, lam, beta, tm, nmax):
+    """P(T > t) for M/PH/1-PS with 1 or 2 phases, by an exact tagged-request CTMC.
+
+    State: (tagged phase i, others per phase (n_1, .., n_m)), n = sum n_a <= nmax.
+    Everybody is served at rate 1/(n+1): phase moves a->b at rate n_a Tm[a,b]/(n+1),
+    exits n_a t_a/(n+1); the tagged request moves likewise and its exit is absorption.
+    Arrivals at rate lam start in phase b w.p. beta_b.  At the tagged arrival the number
+    of others is geometric (1-rho) rho^n and each is in phase a w.p. pi_e,a
+    (equilibrium residual, PASTA).
+    """
+    m = len(beta)
+    tvec = -tm.sum(axis=1)
+    mean = beta @ np.linalg.solve(-tm, np.ones(m))
+    rho = lam * mean
+    pi_e = np.linalg.solve(-tm.T, beta) / mean
+    counts = [c for c in itertools.product(range(nmax + 1), repeat=m) if sum(c) <= nmax]
+    index = {(i,) + c: k for k, (i, c) in enumerate(itertools.product(range(m), counts))}
+    rows, cols, vals = [], [], []
+    diag = np.zeros(len(index))
+    alpha = np.zeros(len(index))
+    from math import factorial, prod
+    for (i, *c), k in index.items():
+        n = sum(c)
+        share = 1.0 / (n + 1)
+        # initial law
+        coef = factorial(n) // prod(factorial(x) for x in c)  # exact integers
+        alpha[k] = beta[i] * (1 - rho) * rho**n * coef * np.prod([pi_e[a] ** c[a] for a in range(m)])
+
+        def add(target, rate):
+            if rate > 0:
+                rows.append(k)
+                cols.append(index[target])
+                vals.append(rate)
+                diag[k] -= rate
+        for b in range(m):
+            if b != i:
+                add((b, *c), tm[i, b] * share)
+        diag[k] -= tvec[i] * share  # tagged leaves: absorbed
+        for a in range(m):
+            if c[a] == 0:
+                continue
+            for b in range(m):
+                if b != a:
+                    cc = list(c); cc[a] -= 1; cc[b] += 1
+                    add((i, *cc), c[a] * tm[a, b] * share)
+            cc = list(c); cc[a] -= 1
+            add((i, *cc), c[a] * tvec[a] * share)
+        if n < nmax:
+            for b in range(m):
+                cc = list(c); cc[b] += 1
+                add((i, *cc), lam * beta[b])
+    q = sp.csr_matrix((vals, (rows, cols)), shape=(len(index),) * 2) + sp.diags(diag)
+    return np.array([expm_multiply(q.T * tt, alpha).sum() for tt in np.atleast_1d(t)])
+
+
+def _ctmc_mmc_sf(t, lam, mu, c, nmax):
+    """M/M/c-PS tagged chain (state: others n), built directly with expm_multiply."""
+    n = np.arange(nmax + 1)
+    share = mu * np.minimum(1.0, c / (n + 1.0))
+    birth = np.where(n < nmax, lam, 0.0)
+    q = sp.diags([-(birth + n * share + share), birth[:-1], (n * share)[1:]], [0, 1, -1], format="csc")
+    a = lam / mu
+    logp = np.concatenate([[0.0], np.cumsum(np.log(a) - np.log(np.minimum(n[1:], c)))])
+    alpha = np.exp(logp - logp.max())
+    alpha /= alpha.sum()
+    return np.array([expm_multiply(q.T * tt, alpha).sum() for tt in np.atleast_1d(t)])
+
+
+T_GRID = np.array([0.05, 0.5, 1.0, 2.0, 5.0, 10.0, 22.0, 40.0])
+
+
+# --------------------------------------------------------------------------- exactness
+@pytest.mark.parametrize("lam", [0.5, 0.9])
+def test_mm1_sf_matches_ctmc(lam):
+    """M/M/1-PS P(T>t) against the tagged-request chain (truncation rho^N < 1e-16)."""
+    nmax = int(np.ceil(np.log(1e-16) / np.log(lam))) + 10
+    ref = _ctmc_sf(T_GRID, lam, np.array([1.0]), np.array([[-1.0]]), nmax)
+    got = ps.response_sf(T_GRID, lam, 1.0)
+    np.testing.assert_allclose(got, ref, atol=1e-8, rtol=0)
+
+
+def test_mm1_quantiles_match_ctmc():
+    """Quantiles: the CTMC sf evaluated at our quantile gives back 1 - q (1e-7)."""
+    qs = np.array([0.5, 0.9, 0.99, 0.999])
+    tq = ps.response_quantile(qs, 0.7, 1.0)
+    nmax = int(np.ceil(np.log(1e-16) / np.log(0.7))) + 10
+    sf = _ctmc_sf(tq, 0.7, np.array([1.0]), np.array([[-1.0]]), nmax)
+    np.testing.assert_allclose(sf, 1 - qs, atol=1e-7 * 0 + 1e-9, rtol=1e-6)
+
+
+def test_anchor_p999():
+    """rho = 0.5, E[S] = 1: PS p99.9 = 22.2 s (CTMC above; Harchol-Balter 2013
+    ch. 22 figure); FCFS M/M/1 response is exp(mu - lam): ln(1000)/0.5 = 13.8 s by hand."""
+    assert ps.response_quantile(0.999, 0.5, 1.0) == pytest.approx(22.2, abs=0.05)
+    fcfs = np.log(1000) / 0.5
+    assert fcfs == pytest.approx(13.8, abs=0.05)
+    assert ps.response_quantile(0.999, 0.5, 1.0) > fcfs
+
+
+def test_h2_and_erlang2_match_ctmc():
+    """Non-exponential PH service against the per-phase tagged chain (rho = 0.5)."""
+    t = np.array([0.1, 1.0, 3.0, 8.0, 20.0])
+    for svc in (Service.hyperexponential(1.0, 4.0), Service.erlang(1.0, 2)):
+        beta, tm = phase_type(svc)
+        ref = _ctmc_sf(t, 0.5, beta, tm, nmax=50)
+        np.testing.assert_allclose(ps.response_sf(t, 0.5, svc), ref, atol=1e-8, rtol=0)
+
+
+def test_mmc_sf_matches_ctmc():
+    """c = 3 cores, exponential: eigen-decomposition vs expm_multiply of the same chain."""
+    t = np.array([0.1, 1.0, 3.0, 10.0])
+    ref = _ctmc_mmc_sf(t, 2.4, 1.0, 3, nmax=200)
+    np.testing.assert_allclose(ps.response_sf(t, 2.4, 1.0, servers=3), ref, atol=1e-9)
+
+
+# --------------------------------------------------------------------------- simulation
+def test_mm1_quantiles_against_simulation():
+    """Seeded exact PS simulation, 2e6 requests; 99 % batch-means CI (30 batches,
+    SimulationResult.confidence_interval) must contain the value or be within 1 %."""
+    res = simulate(0.5, 1.0, discipline="ps", duration=4e6, seed=12345)
+    for q in (0.5, 0.99):
+        exact = ps.response_quantile(q, 0.5, 1.0)
+        ci = res.confidence_interval(q, level=0.99, warmup=100.0)
+        assert abs(ci.estimate - exact) <= max(ci.half_width, 0.01 * exact)
+        assert abs(ci.estimate - exact) <= 0.01 * exact
+
+
+def test_conditional_mean_and_atom_against_simulation():
+    """Deterministic sizes x = 1 at rho = 0.5: E[T(x)] = x/(1-rho) = 2 and the atom
+    P(T = x) = (1-rho) exp(-lam x) (job never shares the CPU) = 0.5 e^-0.5."""
+    res = simulate(0.5, Service.deterministic(1.0), discipline="ps", duration=4e5, seed=7)
+    r = res.requests
+    ci = res.confidence_interval("mean", level=0.99)
+    assert ps.conditional_mean_response(1.0, 0.5, Service.deterministic(1.0)) == 2.0
+    assert abs(ci.estimate - 2.0) <= ci.half_width
+    atom = np.mean(np.abs(r["response"] - 1.0) < 1e-9)
+    expect = 0.5 * np.exp(-0.5)
+    n = len(r)
+    # binomial standard error inflated x3 for correlation between successive requests
+    assert abs(atom - expect) < 4 * 3 * np.sqrt(expect * (1 - expect) / n)
+
+
+def test_conditional_mean_many_servers_against_simulation():
+    """c = 2, H2 service (scv 4): Cohen's insensitivity -> the exponential-chain value.
+    Simulated mean response of requests with size in [0.9, 1.1], 4e5 s run."""
+    svc = Service.hyperexponential(1.0, 4.0)
+    res = simulate(1.2, svc, discipline="ps", servers=2, duration=4e5, seed=3)
+    r = res.requests
+    sel = (r["service"] > 0.9) & (r["service"] < 1.1) & (r["arrival"] > 100)
+    ratio = (r["response"][sel] / r["service"][sel]).to_numpy()
+    est = ratio.mean()
+    se = ratio.std() / np.sqrt(ratio.size)
+    exact = ps.conditional_mean_response(1.0, 1.2, svc, servers=2)
+    assert abs(est - exact) < 5 * se + 0.01
+    # Independent check of linearity for exponential service: the tagged request's
+    # attained-service chain (eigen-decomposition of its own generator) at x -> 0 and
+    # x -> large has the slope E[T]/E[S] = 1 + C(2, 1.2)/0.8 = 1.5625 (hand-worked Erlang C).
+    from capacity.ps import _mmc_cond_mean_modes
+    coef, eig = _mmc_cond_mean_modes(1.2, 1.0, 2)
+    for x in (1e-6, 50.0):
+        integ = np.where(np.abs(eig) * x < 1e-8, x, np.expm1(eig * x) / np.where(eig == 0, 1, eig))
+        assert (integ @ coef) / x == pytest.approx(1.5625, rel=1e-9)
+    assert ps.conditional_mean_response(2.0, 1.2, svc, servers=2) == pytest.approx(2 * 1.5625)
+
+
+# --------------------------------------------------------------------------- means
+def test_means_hand_worked():
+    """M/M/1: E[T] = 1/(mu - lam); M/M/2 at a = 1.5: C = 0.642857 (Erlang C by hand),
+    E[T] = 1 + C/(2 - 1.5) = 2.285714."""
+    assert ps.mean_response(0.5, 1.0) == pytest.approx(2.0)
+    assert ps.mean_response(1.5, 1.0, servers=2) == pytest.approx(1 + (9 / 14) / 0.5)
+    assert ps.mean_number(0.5, 1.0) == pytest.approx(1.0)
+
+
+@settings(max_examples=30, deadline=None)
+@given(lam=st.floats(0.01, 5.0), es=st.floats(0.01, 2.0), c=st.integers(1, 8))
+def test_littles_law_and_unstable(lam, es, c):
+    et = ps.mean_response(lam, es, servers=c)
+    en = ps.mean_number(lam, es, servers=c)
+    if lam * es >= c:
+        assert et == np.inf and en == np.inf
+        assert ps.response_quantile(0.9, lam, es, servers=c) == np.inf
+        assert ps.response_sf(1.0, lam, es, servers=c) == 1.0
+    else:
+        assert en == pytest.approx(lam * et, rel=1e-12)
+        assert et >= es
+
+
+@settings(max_examples=6, deadline=None)
+@given(rho=st.floats(0.05, 0.9))
+def test_monotone_in_arrival_rate(rho):
+    q = ps.response_quantile([0.5, 0.99], np.array([[rho], [rho * 1.05]]), 1.0)
+    assert np.all(q[1] > q[0])
+
+
+def test_light_load_gives_service_distribution():
+    """rho -> 0: T -> S."""
+    for svc in (Service.exponential(1.0), Service.hyperexponential(1.0, 4.0), Service.erlang(2.0, 3)):
+        t = np.array([0.3, 1.0, 4.0])
+        np.testing.assert_allclose(ps.response_sf(t, 1e-9, svc), svc.sf(t), atol=1e-7)
+
+
+def test_ps_mean_equals_mm1_and_sf_integrates_to_mean():
+    """Exponential service: the mean of the PS distribution (int sf) equals 1/(mu-lam)."""
+    from scipy.integrate import simpson
+    t = np.linspace(0, 80, 321)  # sf(80) ~ exp(-0.4 * 80) ~ 1e-14
+    sf = ps.response_sf(t, 0.6, 1.0)
+    mean = simpson(sf, x=t)
+    assert mean == pytest.approx(ps.mean_response(0.6, 1.0), rel=1e-4)
+    assert ps.mean_response(0.6, 1.0) == pytest.approx(1 / (1 - 0.6))
+
+
+def test_broadcast_shape():
+    out = ps.response_quantile(np.array([0.5, 0.99])[:, None, None], np.array([0.2, 0.5, 0.8])[:, None], 1.0,
+                               servers=np.array([1, 2]))
+    assert out.shape == (2, 3, 2)
+    assert np.all(np.isfinite(out))
+    assert ps.conditional_mean_response(np.ones((4, 1)), [0.1, 0.2, 0.3], 1.0).shape == (4, 3)
+    assert isinstance(ps.mean_response(0.5, 1.0), float)
+
+
+def test_bad_input_names_parameter():
+    with pytest.raises(ValueError, match="arrival_rate"):
+        ps.mean_response(-1.0, 1.0)
+    with pytest.raises(ValueError, match="q"):
+        ps.response_quantile(1.5, 0.5, 1.0)
+    with pytest.raises(ValueError, match="servers"):
+        ps.response_sf(1.0, 0.5, 1.0, servers=0)
+    with pytest.raises(ValueError, match="size"):
+        ps.conditional_mean_response(-1.0, 0.5, 1.0)
+    with pytest.raises(ValueError, match="t"):
+        ps.response_sf(np.nan, 0.5, 1.0)
+    with pytest.raises(NotImplementedError):
+        ps.response_quantile(0.9, 1.0, Service.erlang(1.0, 2), servers=2)
+
+
+def test_phase_type_fits_moments():
+    """PH fits reproduce the target moments (2 for scv < 1, 3 for feasible scv > 1)."""
+    for svc, k in ((Service.lognormal(1.0, 4.0), 3), (Service.gamma(1.0, 0.3), 2),
+                   (Service.lognormal(2.0, 0.5), 2), (Service.erlang(1.0, 3), 3)):
+        beta, tm = phase_type(svc)
+        for j in range(1, k + 1):
+            assert _ph_moment(beta, tm, j) == pytest.approx(svc.moment(j), rel=1e-9)
