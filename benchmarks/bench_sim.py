@@ -4,10 +4,20 @@ Run from the repository root::
 
     python benchmarks/bench_sim.py
 
-M/M/c at utilisation 0.9, mean service 1 s; each figure is the best of 3 runs
-of the engine alone (arrivals and sizes drawn beforehand), plus the full
-``simulate`` call (random draws and the result DataFrame included).
-Target: processor sharing >= 100,000 requests/s.
+Part 1 -- the one-queue engines: M/M/c at utilisation 0.9, mean service
+1 s; each figure is the best of 3 runs of the engine alone (arrivals and
+sizes drawn beforehand), plus the full ``simulate`` call (random draws and
+the result DataFrame included).
+
+Part 2 -- the overload simulator (issue 3): full ``simulate`` calls with a
+10 s client timeout, exponential 1 s CPU, at utilisation 0.9 and in
+overload (1.5x capacity), for each engine that the options select:
+the vectorised engines (server ignores the timeout), the per-process event
+objects (drop/deadline/adaptive LIFO), and the global event loop
+(least connections, retries).  ``.per_second`` is not included (it is
+computed on first access; its cost is reported separately).
+
+Target: processor sharing with timeouts >= 100,000 requests/s.
 """
 from __future__ import annotations
 
@@ -27,7 +37,7 @@ def best_of(func, repeat: int = 3) -> float:
     return min(times)
 
 
-def main() -> None:
+def engines() -> None:
     rho = 0.9
     cases = [("fcfs", 1, 1_000_000), ("fcfs", 4, 200_000), ("ps", 1, 200_000), ("ps", 4, 200_000)]
     print(f"{'discipline':<10} {'servers':>7} {'requests':>10} {'engine req/s':>14} {'simulate() req/s':>17}")
@@ -43,5 +53,41 @@ def main() -> None:
         print(f"{discipline:<10} {servers:>7} {n:>10,} {n / t_engine:>14,.0f} {n / t_full:>17,.0f}")
 
 
+def overload(n: int = 200_000) -> None:
+    cases = [
+        ("ps, timeout, continue", dict(discipline="ps")),
+        ("ps, timeout, drop", dict(discipline="ps", on_timeout="drop")),
+        ("ps, 4 procs least_conn", dict(discipline="ps", processes=4, dispatch="least_connections")),
+        ("ps, 4 procs least_conn drop", dict(discipline="ps", processes=4, dispatch="least_connections",
+                                             on_timeout="drop")),
+        ("ps, retries=2, drop", dict(discipline="ps", on_timeout="drop", retries=2)),
+        ("fcfs, timeout, continue", dict()),
+        ("fcfs, timeout, drop", dict(on_timeout="drop")),
+        ("fcfs, adaptive_lifo drop", dict(on_timeout="drop", queue="adaptive_lifo")),
+        ("fcfs, 4 procs least_conn", dict(processes=4, dispatch="least_connections")),
+        ("fcfs, retries=2, drop", dict(on_timeout="drop", retries=2)),
+    ]
+    print(f"\n{'overload simulator (timeout 10 s)':<32} {'load':>5} {'rows':>9} {'req/s':>10}")
+    for load in (0.9, 1.5):
+        for label, kw in cases:
+            cores = kw.get("processes", 1)
+            rate = load * cores
+            duration = n / rate
+            holder = {}
+
+            def call():
+                holder["run"] = simulate(rate, 1.0, timeout=10.0, duration=duration, seed=3, **kw)
+
+            t = best_of(call, repeat=2)
+            rows = len(holder["run"].requests)
+            print(f"{label:<32} {load:>5} {rows:>9,} {rows / t:>10,.0f}")
+    run = simulate(1.5, 1.0, discipline="ps", timeout=10.0, duration=n / 1.5, seed=3)
+    t0 = time.perf_counter()
+    run.per_second
+    print(f"\nper_second table for {len(run.requests):,} requests / {len(run.per_second):,} s: "
+          f"{time.perf_counter() - t0:.2f} s")
+
+
 if __name__ == "__main__":
-    main()
+    engines()
+    overload()

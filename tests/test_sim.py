@@ -369,7 +369,12 @@ def test_reproducible_with_seed():
 def test_result_object():
     run = simulate([0.0, 1.0], 1.0, seed=3)
     assert isinstance(run, SimulationResult)
-    assert list(run.requests.columns) == ["arrival", "start", "completion", "response", "service"]
+    # The foundation's five columns come first, in their original order; the
+    # overload columns (issue 3) follow.
+    assert list(run.requests.columns) == ["arrival", "start", "completion", "response", "service",
+                                          "outcome", "attempt", "request_id", "process", "machine",
+                                          "departure", "cpu", "deadline"]
+    assert (run.requests["outcome"] == "ok").all()
     assert run.discipline == "fcfs" and run.servers == 1
     q = run.response_quantile([0.1, 0.9])
     assert q.shape == (2,) and q[0] <= q[1]
