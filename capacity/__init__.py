@@ -8,18 +8,38 @@ Queueing models of a backend service, in seconds and requests per second:
 - :mod:`capacity.ps` -- processor sharing, how an event loop serves requests;
 - :mod:`capacity.closed` -- Mean Value Analysis for closed-loop load tests;
 - :mod:`capacity.symbolic` -- the key formulas as sympy expressions;
-- :mod:`capacity.sim` -- an exact simulator that checks them.
+- :mod:`capacity.sim` -- an exact simulator that checks them and shows overload;
+- :mod:`capacity.fit` -- per-request CPU cost from utilisation and load tests;
+- :mod:`capacity.plan` -- QPS ceiling, servers needed, timeout-safe rates.
 
 ``fcfs`` and ``ps`` offer the same functions (``mean_response``,
 ``response_quantile``, ``response_sf``, ...), so they are used through their
 module: ``capacity.ps.response_quantile(0.99, arrival_rate, service)``.
 """
-from . import closed, erlang, fcfs, ps, sim, symbolic
+import importlib
+from typing import Any
+
+from . import closed, erlang, fcfs, ps
 from ._version import __version__
 from .closed import mva
 from .distributions import Service
 from .erlang import erlang_b, erlang_c, sqrt_staffing
-from .sim import simulate
+
+# Heavier modules (sympy, pandas-based simulation, fitting, planning) load on
+# first use, so `capacity --version` and the formulas start quickly.
+_LAZY_MODULES = {"fit", "plan", "sim", "symbolic"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY_MODULES:
+        return importlib.import_module(f".{name}", __name__)
+    if name == "simulate":
+        return importlib.import_module(".sim", __name__).simulate
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
 
 __all__ = [
     "Service",
@@ -29,7 +49,9 @@ __all__ = [
     "erlang_b",
     "erlang_c",
     "fcfs",
+    "fit",
     "mva",
+    "plan",
     "ps",
     "sim",
     "simulate",

@@ -2,13 +2,23 @@
 
 ``capacity --version`` prints the version; ``capacity example`` prints the
 worked example from the README (the QPS at which a 25 ms-per-request Node.js
-process crosses a 1 s p99).  Planning subcommands join later.
+process crosses a 1 s p99).  The planning subcommands ``ceiling``,
+``servers`` and ``timeout`` are thin front ends to :mod:`capacity.plan`:
+each prints a table and a paragraph of explanation, or JSON with ``--json``.
+
+Times take units (``250us``, ``25ms``, ``1.5s``, ``2min``; a bare number is
+seconds), rates take ``qps`` or a bare number.  Bad input exits with status 2
+and a one-line message naming the flag.
 """
 from __future__ import annotations
 
 import argparse
+import json
+import re
 import sys
-from typing import Sequence
+import textwrap
+from decimal import Decimal
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -18,6 +28,42 @@ EXAMPLE_HELP = """\
 example:
   capacity example                  # 25 ms of CPU per request, p99 <= 1 s
   capacity example --cpu-ms 40 --p99-ms 500
+"""
+
+MAIN_HELP = """\
+examples:
+  capacity example                                        # the README's worked example
+  capacity ceiling --cpu 25ms --slo p99=500ms             # QPS before p99 breaks (event loop)
+  capacity ceiling --cpu 25ms --scv 2 --servers 1,2,4,8 --discipline fcfs --slo p99=500ms,p99.9=2s
+  capacity servers --qps 500 --cpu 25ms --slo p99=200ms --per-machine 4 --redundancy 1
+  capacity timeout --cpu 25ms --servers 4 --timeout 1s --max-fraction 0.1%
+  capacity timeout --p999 120ms --user-limit 2s            # the 3 x P99.9 rule
+  capacity ceiling --cpu 25ms --slo p99=500ms --json      # machine-readable output
+
+Times take units (250us, 25ms, 1.5s, 2min; a bare number is seconds); rates take
+qps or a bare number.
+"""
+
+CEILING_HELP = """\
+examples:
+  capacity ceiling --cpu 25ms --slo p99=500ms
+  capacity ceiling --cpu 25ms --scv 4 --family hyperexponential --slo p99=500ms,p99.9=2s
+  capacity ceiling --cpu 25ms --servers 1,2,4,8 --discipline fcfs --slo p99=500ms --delay 5ms
+"""
+
+SERVERS_HELP = """\
+examples:
+  capacity servers --qps 500 --cpu 25ms --slo p99=200ms
+  capacity servers --qps 500 --cpu 25ms --slo p99=200ms --per-machine 4 --redundancy 1
+  capacity servers --qps 0.0556 --cpu 180s --discipline fcfs --slo-on wait --slo p80=20s   # Erlang C
+"""
+
+TIMEOUT_HELP = """\
+examples:
+  capacity timeout --cpu 25ms --servers 4 --timeout 1s --max-fraction 0.1%   # timeout-safe QPS
+  capacity timeout --p999 120ms                                              # core call: 3 x P99.9
+  capacity timeout --p999 120ms --non-core --user-limit 150ms
+  capacity timeout --p999 120ms --cpu 25ms --qps 20 --discipline fcfs        # + model's timed-out share
 """
 
 
@@ -67,6 +113,13 @@ def _example(cpu_ms: float, p99_ms: float) -> str:
     return "\n".join(lines)
 
 
+# ---------------------------------------------------------------------------------------------
+# Argument types: each raises ArgumentTypeError, which argparse reports with the flag's name.
+
+_TIME_UNITS = {"us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "sec": 1.0, "min": 60.0, "m": 60.0, "h": 3600.0}
+_NUMBER = r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?"
+
+
 def _positive(text: str) -> float:
     try:
         value = float(text)
@@ -77,18 +130,367 @@ def _positive(text: str) -> float:
     return value
 
 
+def _time(text: str, *, allow_zero: bool = False) -> float:
+    m = re.fullmatch(rf"\s*({_NUMBER})\s*([a-zµ]*)\s*", text)
+    unit = m.group(2) if m else ""
+    if not m or unit not in _TIME_UNITS and unit != "":
+        raise argparse.ArgumentTypeError(f"expected a time like 25ms, 1.5s or 250us, got {text!r}")
+    value = float(m.group(1)) * _TIME_UNITS.get(unit, 1.0)
+    if not np.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
+        raise argparse.ArgumentTypeError(f"expected a {'non-negative' if allow_zero else 'positive'} time, "
+                                         f"got {text!r}")
+    return value
+
+
+def _time_or_zero(text: str) -> float:
+    return _time(text, allow_zero=True)
+
+
+def _rate(text: str) -> float:
+    m = re.fullmatch(rf"\s*({_NUMBER})\s*(qps|rps|/s|req/s)?\s*", text, flags=re.IGNORECASE)
+    if not m or not (float(m.group(1)) > 0 and np.isfinite(float(m.group(1)))):
+        raise argparse.ArgumentTypeError(f"expected a positive rate like 120 or 120qps, got {text!r}")
+    return float(m.group(1))
+
+
+def _rates(text: str) -> list[float]:
+    return [_rate(part) for part in text.split(",")]
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _counts(text: str) -> list[int]:
+    return [_count(part.strip()) for part in text.split(",")]
+
+
+def _nonneg_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}")
+    return value
+
+
+def _fraction(text: str) -> float:
+    t = text.strip()
+    try:
+        value = float(t[:-1]) / 100 if t.endswith("%") else float(t)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a fraction like 0.001 or 0.1%, got {text!r}") from None
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"expected a fraction strictly between 0 and 1, got {text!r}")
+    return value
+
+
+def _quantile_name(name: str) -> float:
+    name = name.strip().lower()
+    m = re.fullmatch(r"p(\d+(?:\.\d+)?)", name)
+    # Decimal keeps p99.9 -> 0.999 exact (99.9 / 100 in binary is 0.9990000000000001).
+    value = float(Decimal(m.group(1)) / 100) if m else float(name)
+    if not 0 < value < 1:
+        raise ValueError
+    return value
+
+
+def _slo(text: str) -> dict[float, float]:
+    out: dict[float, float] = {}
+    for part in text.split(","):
+        if "=" not in part:
+            raise argparse.ArgumentTypeError(f"expected percentile=time pairs like p99=500ms,p99.9=2s, got {text!r}")
+        name, value = part.split("=", 1)
+        try:
+            q = _quantile_name(name)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a percentile like p99 or p99.9, got {name.strip()!r}") from None
+        out[q] = _time(value)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# The parser
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but errors are one line (no usage dump) and exit with status 2."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+_FAMILIES = ("exponential", "lognormal", "gamma", "deterministic", "hyperexponential")
+
+
+def _add_service(p: argparse.ArgumentParser, required: bool = True) -> None:
+    g = p.add_argument_group("service (CPU time per request)")
+    g.add_argument("--cpu", type=_time, required=required, metavar="TIME",
+                   help="mean CPU time per request, e.g. 25ms")
+    g.add_argument("--scv", type=_time_or_zero, default=None, metavar="X",
+                   help="squared coefficient of variation of the CPU time (default 1)")
+    g.add_argument("--family", choices=_FAMILIES, default=None,
+                   help="distribution of the CPU time (default: exponential if scv is 1, else lognormal)")
+    g.add_argument("--discipline", choices=("ps", "fcfs"), default="ps",
+                   help="ps: event loop / time-sliced CPU (default); fcfs: blocking worker pool")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="capacity",
         description="How much traffic can this service take? Queueing models for backend capacity planning.",
-        epilog=EXAMPLE_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+        epilog=MAIN_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"capacity {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     ex = sub.add_parser("example", help="print the worked example from the README",
                         epilog=EXAMPLE_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     ex.add_argument("--cpu-ms", type=_positive, default=25.0, help="CPU milliseconds per request (default 25)")
     ex.add_argument("--p99-ms", type=_positive, default=1000.0, help="p99 latency objective in ms (default 1000)")
+
+    ce = sub.add_parser("ceiling", help="highest QPS at which the latency SLO holds",
+                        description="The highest request rate at which every SLO percentile holds.",
+                        epilog=CEILING_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    _add_service(ce)
+    ce.add_argument("--servers", type=_counts, default=[1], metavar="N[,N...]",
+                    help="cores or worker processes serving one queue; a list gives one row each (default 1)")
+    ce.add_argument("--slo", type=_slo, default={0.99: 0.5}, metavar="pQ=TIME,...",
+                    help="latency objective, e.g. p99=500ms,p99.9=2s (default p99=500ms)")
+    ce.add_argument("--delay", type=_time_or_zero, default=0.0, metavar="TIME",
+                    help="constant non-CPU latency per request (IO wait), e.g. 5ms")
+    ce.add_argument("--slo-on", choices=("response", "wait"), default="response",
+                    help="bound the response time (default) or, for fcfs, the wait before service")
+    ce.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+    se = sub.add_parser("servers", help="fewest cores / worker processes meeting the SLO at a given QPS",
+                        description="The fewest servers (cores, worker processes) that keep the SLO at a load.",
+                        epilog=SERVERS_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    se.add_argument("--qps", type=_rates, required=True, metavar="RATE[,RATE...]",
+                    help="peak request rate, e.g. 500 or 500qps; a list gives one row each")
+    _add_service(se)
+    se.add_argument("--slo", type=_slo, default={0.99: 0.5}, metavar="pQ=TIME,...",
+                    help="latency objective, e.g. p99=500ms,p99.9=2s (default p99=500ms)")
+    se.add_argument("--delay", type=_time_or_zero, default=0.0, metavar="TIME",
+                    help="constant non-CPU latency per request, e.g. 5ms")
+    se.add_argument("--slo-on", choices=("response", "wait"), default="response",
+                    help="bound the response time (default) or, for fcfs, the wait before service")
+    se.add_argument("--per-machine", type=_count, default=None, metavar="N",
+                    help="cores per machine: round up to whole machines")
+    se.add_argument("--redundancy", type=_nonneg_int, default=0, metavar="N",
+                    help="machines that may be down with the SLO still met (1 = N+1; needs --per-machine)")
+    se.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+    to = sub.add_parser("timeout", help="timeout-safe QPS, or a recommended client timeout",
+                        description="With --timeout: the highest QPS at which at most --max-fraction of requests "
+                                    "exceed it. With --p999: the client timeout by the rule "
+                                    "min(3 x P99.9, user limit) (non-core: 1.5 x).",
+                        epilog=TIMEOUT_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    _add_service(to, required=False)
+    to.add_argument("--servers", type=_count, default=1, metavar="N", help="cores or worker processes (default 1)")
+    to.add_argument("--timeout", type=_time, default=None, metavar="TIME", help="client timeout, e.g. 1s")
+    to.add_argument("--max-fraction", type=_fraction, default=1e-3, metavar="F",
+                    help="largest acceptable share of timed-out requests, e.g. 0.1%% or 1e-3 (default 0.1%%)")
+    to.add_argument("--delay", type=_time_or_zero, default=0.0, metavar="TIME",
+                    help="constant non-CPU latency per request, e.g. 5ms")
+    to.add_argument("--p999", type=_time, default=None, metavar="TIME", help="the server's measured P99.9")
+    to.add_argument("--non-core", action="store_true", help="non-core call (1.5 x P99.9 instead of 3 x)")
+    to.add_argument("--user-limit", type=_time, default=None, metavar="TIME", help="longest wait users accept")
+    to.add_argument("--qps", type=_rate, default=None, metavar="RATE",
+                    help="current request rate, for the model's timed-out share (with --cpu)")
+    to.add_argument("--json", action="store_true", help="print JSON instead of a table")
     return parser
+
+
+# ---------------------------------------------------------------------------------------------
+# Commands
+
+
+class _UsageError(Exception):
+    """Bad input found after parsing; reported in one line, exit status 2."""
+
+
+def _service(args: argparse.Namespace):
+    from .distributions import Service
+
+    scv = 1.0 if args.scv is None else args.scv
+    family = args.family or ("exponential" if scv == 1.0 else "lognormal")
+    if family == "exponential":
+        if scv != 1.0:
+            raise _UsageError(f"argument --scv: the exponential family has scv 1, got {scv:g}")
+        return Service.exponential(args.cpu)
+    if family == "deterministic":
+        if args.scv not in (None, 0.0):
+            raise _UsageError(f"argument --scv: the deterministic family has scv 0, got {scv:g}")
+        return Service.deterministic(args.cpu)
+    if scv <= 0:
+        raise _UsageError(f"argument --scv: the {family} family needs scv > 0, got {scv:g}")
+    if family == "hyperexponential" and scv < 1:
+        raise _UsageError(f"argument --scv: the hyperexponential family needs scv >= 1, got {scv:g}")
+    return getattr(Service, family)(args.cpu, scv)
+
+
+def _jsonable(x: Any) -> Any:
+    if isinstance(x, dict):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    if isinstance(x, np.ndarray):
+        return _jsonable(x.tolist())
+    if isinstance(x, np.generic):
+        return x.item()
+    if isinstance(x, float) and not np.isfinite(x):
+        return None if np.isnan(x) else ("inf" if x > 0 else "-inf")
+    return x
+
+
+def _ms(seconds: float) -> str:
+    from .plan import _fmt_time
+    return _fmt_time(float(seconds))
+
+
+def _q(q: float) -> str:
+    from .plan import _fmt_q
+    return _fmt_q(float(q))
+
+
+def _wrap(text: str) -> str:
+    return "\n".join(textwrap.wrap(text, width=96))
+
+
+def _service_text(args: argparse.Namespace, service) -> str:
+    return f"{_ms(args.cpu)} CPU/request ({service.family}, scv {float(service.scv):.3g}), {args.discipline}"
+
+
+def _cmd_ceiling(args: argparse.Namespace) -> tuple[dict, str]:
+    from . import plan
+
+    service = _service(args)
+    servers = np.array(args.servers)
+    res = plan.qps_ceiling(service, servers if servers.size > 1 else int(servers[0]), args.slo,
+                           discipline=args.discipline, delay=args.delay, slo_on=args.slo_on)
+    qps = np.atleast_1d(res.qps)
+    cap = np.atleast_1d(res.capacity_qps)
+    binding = np.atleast_1d(res.binding)
+    rows = []
+    for i, c in enumerate(servers):
+        rows.append({"servers": int(c), "qps": float(qps[i]), "capacity_qps": float(cap[i]),
+                     "utilization": float(qps[i] / cap[i]), "binding": _q(binding[i]),
+                     "per_slo_qps": {_q(q): float(np.atleast_1d(r)[i]) for q, r in res.rates.items()}})
+    data = {"command": "ceiling", "service": {"mean_s": args.cpu, "scv": float(service.scv),
+                                              "family": service.family},
+            "discipline": args.discipline, "slo": {_q(q): t for q, t in res.slo.items()}, "slo_on": args.slo_on,
+            "delay_s": args.delay, "rows": rows, "explanation": res.explanation}
+    what = "wait" if args.slo_on == "wait" else ""
+    slo_cols = [f"{_q(q)}{' wait' if what else ''}<={_ms(t)}" for q, t in res.slo.items()]
+    lines = [f"QPS ceiling: {_service_text(args, service)}" + (f", +{_ms(args.delay)} delay" if args.delay else ""),
+             "",
+             f"{'servers':>8}{'ceiling QPS':>14}{'util':>8}{'capacity':>12}  {'binds':<8}"
+             + "".join(f"{c:>20}" for c in slo_cols)]
+    for r in rows:
+        lines.append(f"{r['servers']:>8}{r['qps']:>14.4g}{100 * r['utilization']:>7.1f}%{r['capacity_qps']:>12.4g}  "
+                     f"{r['binding']:<8}" + "".join(f"{v:>20.4g}" for v in r["per_slo_qps"].values()))
+    lines += ["", "(per-percentile columns: the QPS at which that percentile alone reaches its target)", "",
+              _wrap(res.explanation)]
+    return data, "\n".join(lines)
+
+
+def _cmd_servers(args: argparse.Namespace) -> tuple[dict, str]:
+    from . import plan
+
+    service = _service(args)
+    qps = np.array(args.qps)
+    if args.redundancy and args.per_machine is None:
+        raise _UsageError("argument --redundancy: needs --per-machine (redundancy counts machines)")
+    res = plan.servers_needed(qps if qps.size > 1 else float(qps[0]), service, args.slo,
+                              discipline=args.discipline, redundancy=args.redundancy,
+                              servers_per_machine=args.per_machine, delay=args.delay, slo_on=args.slo_on)
+    n = qps.size
+    servers = np.broadcast_to(res.servers, (n,))
+    util = np.broadcast_to(res.utilization, (n,))
+    binding = np.broadcast_to(res.binding, (n,))
+    machines = None if res.machines is None else np.broadcast_to(res.machines, (n,))
+    rows = []
+    for i in range(n):
+        row = {"qps": float(qps[i]), "servers": int(servers[i]), "utilization": float(util[i]),
+               "binding": _q(binding[i]),
+               "tail": {_q(q): float(np.broadcast_to(v, (n,))[i]) for q, v in res.tail.items()}}
+        if machines is not None:
+            row["machines"] = int(machines[i])
+        rows.append(row)
+    data = {"command": "servers", "service": {"mean_s": args.cpu, "scv": float(service.scv),
+                                              "family": service.family},
+            "discipline": args.discipline, "slo": {_q(q): t for q, t in res.slo.items()}, "slo_on": args.slo_on,
+            "delay_s": args.delay, "per_machine": args.per_machine, "redundancy": args.redundancy,
+            "rows": rows, "explanation": res.explanation}
+    lines = [f"Servers needed: {_service_text(args, service)}; SLO "
+             + ", ".join(f"{_q(q)}{' wait' if args.slo_on == 'wait' else ''} <= {_ms(t)}" for q, t in res.slo.items()),
+             "",
+             f"{'QPS':>10}{'servers':>9}{'util':>8}" + (f"{'machines':>10}" if machines is not None else "")
+             + f"  {'binds':<8}{'share over target':>18}"]
+    for r in rows:
+        b = r["binding"]
+        lines.append(f"{r['qps']:>10.4g}{r['servers']:>9}{100 * r['utilization']:>7.1f}%"
+                     + (f"{r['machines']:>10}" if machines is not None else "")
+                     + f"  {b:<8}{100 * r['tail'][b]:>17.3g}%")
+    if machines is not None:
+        lines.append(f"\n(servers = machines x {args.per_machine} cores, N+{args.redundancy})")
+    lines += ["", _wrap(res.explanation)]
+    return data, "\n".join(lines)
+
+
+def _cmd_timeout(args: argparse.Namespace) -> tuple[dict, str]:
+    from . import plan
+
+    if args.p999 is None and args.timeout is None:
+        raise _UsageError("give --timeout (timeout-safe QPS) or --p999 (recommended timeout)")
+    if args.p999 is not None:
+        if args.qps is not None and args.cpu is None:
+            raise _UsageError("argument --qps: needs --cpu (a model of the server)")
+        model = args.cpu is not None and args.qps is not None
+        service = _service(args) if args.cpu is not None else None
+        adv = plan.recommend_timeout(args.p999, core=not args.non_core, user_limit=args.user_limit,
+                                     service=service if model else None,
+                                     arrival_rate=args.qps if model else None,
+                                     servers=args.servers, discipline=args.discipline)
+        data = {"command": "timeout", "mode": "recommend", "p999_s": adv.p999, "core": adv.core,
+                "multiplier": adv.multiplier, "user_limit_s": adv.user_limit, "timeout_s": adv.timeout,
+                "rule": adv.rule, "model_timeout_fraction": adv.timeout_fraction, "warning": adv.warning,
+                "explanation": adv.explanation}
+        lines = ["Recommended client timeout (rule: min(3 x P99.9, user limit) core, 1.5 x non-core)", "",
+                 f"{'P99.9':>12}{'call':>10}{'rule value':>12}{'user limit':>12}{'timeout':>10}  decided by"]
+        lines.append(f"{_ms(adv.p999):>12}{'core' if adv.core else 'non-core':>10}"
+                     f"{_ms(adv.multiplier * adv.p999):>12}{_ms(adv.user_limit) if adv.user_limit else '-':>12}"
+                     f"{_ms(adv.timeout):>10}  {adv.rule}")
+        if adv.timeout_fraction is not None:
+            lines.append(f"model: {100 * adv.timeout_fraction:.3g} % of requests slower than {_ms(adv.timeout)} "
+                         f"at {args.qps:g} QPS")
+        lines += ["", _wrap(adv.explanation)]
+        return data, "\n".join(lines)
+    if args.cpu is None:
+        raise _UsageError("argument --cpu: required with --timeout (a model of the server)")
+    service = _service(args)
+    res = plan.timeout_safe_rate(service, args.servers, args.timeout, args.max_fraction,
+                                 discipline=args.discipline, delay=args.delay)
+    data = {"command": "timeout", "mode": "safe_rate", "service": {"mean_s": args.cpu, "scv": float(service.scv),
+                                                                   "family": service.family},
+            "discipline": args.discipline, "servers": args.servers, "timeout_s": args.timeout,
+            "max_timeout_fraction": args.max_fraction, "delay_s": args.delay, "qps": res.qps,
+            "capacity_qps": res.capacity_qps, "utilization": res.ratio, "explanation": res.explanation}
+    lines = [f"Timeout-safe rate: {_service_text(args, service)}, {args.servers} "
+             f"server{'s' if args.servers != 1 else ''}", "",
+             f"{'timeout':>10}{'max share':>11}{'safe QPS':>11}{'util':>8}{'capacity':>11}",
+             f"{_ms(args.timeout):>10}{100 * args.max_fraction:>10.3g}%{res.qps:>11.4g}{100 * res.ratio:>7.1f}%"
+             f"{res.capacity_qps:>11.4g}", "", _wrap(res.explanation)]
+    return data, "\n".join(lines)
+
+
+_COMMANDS = {"ceiling": _cmd_ceiling, "servers": _cmd_servers, "timeout": _cmd_timeout}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -99,8 +501,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         p99_ms = getattr(args, "p99_ms", 1000.0)
         print(_example(cpu_ms, p99_ms))
         return 0
-    parser.error(f"unknown command {args.command!r}")  # pragma: no cover - argparse rejects first
-    return 2
+    prog = f"capacity {args.command}"
+    try:
+        data, text = _COMMANDS[args.command](args)
+    except _UsageError as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return 2
+    except ValueError as exc:
+        # Library errors name the parameter; keep them to one line for the terminal.
+        print(f"{prog}: error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 2
+    except NotImplementedError as exc:
+        print(f"{prog}: error: not supported: {' '.join(str(exc).split())} "
+              "(try --family exponential, --discipline fcfs or --servers 1)", file=sys.stderr)
+        return 2
+    print(json.dumps(_jsonable(data), indent=2) if args.json else text)
+    return 0
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -360,12 +360,15 @@ class _Model:
             self.p_wait[multi] = np.asarray(erlang_c(c[multi], self.a[multi]), float)
         # Exact for one server (Pollaczek-Khinchine) and for M/M/c; the
         # Allen-Cunneen factor (1 + scv)/2 otherwise.
+        factor = np.where(self.exp, 1.0, 0.5 * (1.0 + self.scv))
         self.mean_wait = np.where(
-            multi, self.p_wait * m1 / (c * (1.0 - self.rho)) * np.where(self.exp, 1.0, 0.5 * (1.0 + self.scv)),
+            multi, self.p_wait * m1 / (c * (1.0 - self.rho)) * factor,
             lam * self.m2 / (2.0 * (1.0 - self.rho)))
         # Exponential tail (exact for M/M/c, approximate for M/G/c):
-        # P(W > t) = p_wait exp(-theta t).
-        self.theta = self.p_wait / self.mean_wait
+        # P(W > t) = p_wait exp(-theta t), theta = p_wait / E[W] written without
+        # the division, which is 0/0 when P(wait) underflows (many servers, low load).
+        self.theta = np.where(multi, (c / m1 - lam) / factor,
+                              2.0 * (1.0 - self.rho) * self.rho / (lam * self.m2))
         self.euler_wait = (c == 1) & (not self.exp)
         self.table = _make_table(svc)
 
@@ -812,12 +815,18 @@ def _newton_quantile(sf_dens: Callable[[np.ndarray, np.ndarray], tuple[np.ndarra
     return out
 
 
+def _exponential_wait_guess(model: _Model, q: np.ndarray) -> np.ndarray:
+    """t with p_wait exp(-theta t) = 1 - q, floored at 0 (P(wait) may underflow to 0)."""
+    with np.errstate(divide="ignore"):
+        return np.maximum((np.log(model.p_wait) - np.log1p(-q)) / model.theta, 0.0)
+
+
 def _wait_quantile_core(model: _Model, q: np.ndarray) -> np.ndarray:
     out = np.zeros(model.n)
     waits = q > 1.0 - model.p_wait
     # Exponential tail: exact for M/M/c, the approximation for M/G/c, and
     # the starting guess for the M/G/1 root finder.
-    guess = np.where(waits, (np.log(model.p_wait) - np.log1p(-q)) / model.theta, 0.0)
+    guess = np.where(waits, _exponential_wait_guess(model, q), 0.0)
     closed = waits & ~model.euler_wait
     out[closed] = guess[closed]
     e = waits & model.euler_wait
@@ -835,13 +844,13 @@ def _response_quantile_core(model: _Model, q: np.ndarray) -> np.ndarray:
     svc_q = np.asarray(_service_ppf(model.svc, q), float)
     svc_q = np.broadcast_to(svc_q, q.shape)
     if model.exp:
-        wait_guess = np.maximum((np.log(model.p_wait) - np.log1p(-q)) / model.theta, 0.0)
+        wait_guess = _exponential_wait_guess(model, q)
         lo = np.maximum(0.999 * svc_q, 1e-9 * model.m1)
         hi = np.maximum(svc_q + wait_guess, model.m1) * 1.5
         return _solve(model.response_sf, q, lo, hi)
     # T >= S and T >= W: start from the larger of the service quantile and
     # the exponential-tail guess of the wait quantile.
-    wait_guess = np.maximum((np.log(model.p_wait) - np.log1p(-q)) / model.theta, 0.0)
+    wait_guess = _exponential_wait_guess(model, q)
     lo = np.maximum(svc_q, 1e-9 * model.m1)
     guess = np.maximum(lo, wait_guess) * 1.05
     return _newton_quantile(lambda i, t: model.take(i).response_sf_dens(t), q, guess, lo)

@@ -527,3 +527,11 @@ def test_density_used_by_newton_is_the_derivative_of_the_tail(service):
         _, dens = func(t)
         fd = (func(t - h)[0] - func(t + h)[0]) / (2 * h)
         np.testing.assert_allclose(dens, fd, rtol=1e-5, atol=1e-7)
+
+
+def test_many_servers_at_low_load_have_no_nan():
+    """P(wait) underflows to 0 with 2e5 servers at utilisation 0.0028: the tail must be 0, not 0/0.
+    By hand: P(T > t) for M/M/c with C = 0 is the service tail exp(-t/E[S])."""
+    assert fcfs.wait_sf(20.0, 1e5 / 180, 180.0, 200_000) == 0.0
+    assert fcfs.response_sf(20.0, 1e5 / 180, 180.0, 200_000) == pytest.approx(math.exp(-20 / 180), rel=1e-12)
+    assert fcfs.response_quantile(0.99, 1e5 / 180, 180.0, 200_000) == pytest.approx(180 * math.log(100), rel=1e-9)
