@@ -1,0 +1,1153 @@
+"""Readers for per-request logs: nginx access logs and CSV/Parquet request tables.
+
+Capacity fits start from what a team already records: one line per request with
+its time and its duration.  This module turns those records into typed pandas
+DataFrames (times as UTC timestamps, durations in seconds) and never loses a
+line silently: lines that do not parse are counted, the first few are kept with
+their 1-based line numbers, and a warning says so.
+
+Both readers work chunk by chunk (``iter_nginx`` / ``iter_requests`` yield one
+DataFrame per chunk), so memory stays bounded on files larger than RAM.
+
+Speed: ``read_nginx`` parses a whole chunk with a single multiline regular
+expression (``re.findall`` runs the per-line loop in C) and converts each column
+with vectorised pandas/numpy; values that repeat (timestamps, status codes,
+response times at millisecond resolution) are converted once per distinct value.
+``benchmarks/bench_logs.py`` measures it against the plain per-line loop.
+"""
+from __future__ import annotations
+
+import bz2
+import codecs
+import gc
+import gzip
+import importlib.util
+import itertools
+import lzma
+import os
+import re
+import warnings
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import IO, Union
+
+import numpy as np
+import pandas as pd
+
+__all__ = [
+    "COMBINED",
+    "COMBINED_WITH_TIMES",
+    "LogReadWarning",
+    "MalformedLinesWarning",
+    "UndecodableLinesWarning",
+    "iter_nginx",
+    "iter_requests",
+    "read_nginx",
+    "read_requests",
+]
+
+#: nginx's predefined ``combined`` log format.
+COMBINED = (
+    '$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent '
+    '"$http_referer" "$http_user_agent"'
+)
+#: ``combined`` extended with the two timings a capacity fit needs (the default of ``read_nginx``).
+COMBINED_WITH_TIMES = COMBINED + " $request_time $upstream_response_time"
+
+_DEFAULT_CHUNK_LINES = 50_000
+
+#: What the readers accept as input: a path, or an open file (binary or text).
+LogSource = Union[str, "os.PathLike[str]", IO[bytes], IO[str]]
+
+
+class LogReadWarning(UserWarning):
+    """Base class of the warnings emitted while reading request logs."""
+
+
+class MalformedLinesWarning(LogReadWarning):
+    """Some lines (or rows) could not be parsed and were skipped; they are counted, not lost."""
+
+
+class UndecodableLinesWarning(LogReadWarning):
+    """Some lines held bytes invalid in the declared encoding; they were decoded with replacement."""
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Compiling an nginx log_format string into a regular expression
+# ---------------------------------------------------------------------------------------------------------
+
+_VAR_RE = re.compile(r"\$(?:\{(\w+)\}|(\w+))")
+_NUM = r"(?:[\d.]+|-)"
+_MULTI_SEP = r"(?:, | : )"  # nginx: ", " between servers of one upstream, " : " across internal redirects
+
+# Variables nginx writes as several values when a request went to more than one upstream server.
+_MULTI_FLOAT_VARS = {
+    "upstream_response_time",
+    "upstream_connect_time",
+    "upstream_header_time",
+    "upstream_queue_time",
+}
+_FLOAT_VARS = {"request_time"}
+_INT_VARS = {"body_bytes_sent", "bytes_sent", "request_length", "connection", "connection_requests"}
+_TIME_VARS = ("msec", "time_iso8601", "time_local")  # preference order when a format has several
+_TIME_PATTERNS = {
+    "time_local": r"\d\d/[A-Za-z]{3}/\d{4}:\d\d:\d\d:\d\d [+-]\d{4}",
+    "time_iso8601": r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d\d:\d\d",
+    "msec": r"\d+(?:\.\d+)?",
+}
+_RENAME = {"body_bytes_sent": "bytes"}
+
+
+@dataclass
+class _Field:
+    var: str          # nginx variable name
+    columns: tuple    # output columns it feeds
+    groups: list = field(default_factory=list)  # regex group names, in order
+
+
+@dataclass
+class _CompiledFormat:
+    log_format: str
+    regex: re.Pattern
+    group_names: list   # findall tuple order
+    witness: int        # index of a group that is non-empty on every matching line
+    bad: int            # index of the catch-all group (the whole line when it does not match)
+    fields: list
+    time_var: str | None
+    columns: list       # output columns, in format order
+
+
+def _normalise_format(log_format: str) -> str:
+    """Accept a bare format string or a pasted ``log_format name '...' '...';`` directive."""
+    m = re.match(r"\s*log_format\s+\S+\s+(?:escape=\S+\s+)?(.*?);?\s*$", log_format, re.S)
+    if m:
+        pieces = re.findall(r"'([^']*)'|\"([^\"]*)\"", m.group(1))
+        if pieces:
+            return "".join(a or b for a, b in pieces)
+    return log_format
+
+
+def _compile_format(log_format: str, usecols: Sequence[str] | None = None) -> _CompiledFormat:
+    if not isinstance(log_format, str):
+        raise ValueError(f"log_format must be an nginx log_format string, got {log_format!r}")
+    fmt = _normalise_format(log_format)
+    parts = _VAR_RE.split(fmt)
+    # parts = [lit0, braced1, plain1, lit1, braced2, plain2, lit2, ...]
+    literals = parts[0::3]
+    names = [a or b for a, b in zip(parts[1::3], parts[2::3])]
+    if not names:
+        raise ValueError(f"log_format must contain at least one $variable, got {log_format!r}")
+    time_var = next((v for v in _TIME_VARS if v in names), None)
+
+    def outputs(var: str) -> tuple:
+        if var == "request":
+            return ("method", "path", "protocol")
+        if var == time_var:
+            return ("time",)
+        if var in _MULTI_FLOAT_VARS:
+            return (var, "upstream_attempts") if var == "upstream_response_time" else (var,)
+        return (_RENAME.get(var, var),)
+
+    all_columns = [c for v in dict.fromkeys(names) for c in outputs(v)]
+    if usecols is not None:
+        usecols = list(usecols)
+        unknown = [c for c in usecols if c not in all_columns]
+        if unknown:
+            raise ValueError(f"usecols names columns {unknown!r} that log_format does not produce; "
+                             f"available: {all_columns!r}")
+    wanted = set(all_columns if usecols is None else usecols)
+
+    pieces = ["^(?:"]
+    group_names: list[str] = []
+    fields: list[_Field] = []
+    seen: set[str] = set()
+    witness = None
+    for i, var in enumerate(names):
+        before, after = literals[i], literals[i + 1]
+        pieces.append(re.escape(before))
+        nxt = after[:1]
+        quoted = before.endswith('"') and nxt == '"'
+        stop = re.escape(nxt) if nxt else r"\r"
+        plain = rf"[^{stop}\n]+"
+        capture = var not in seen and any(c in wanted for c in outputs(var))
+        seen.add(var)
+        nonempty = True
+        if var == "request":
+            tail = rf'[^ {stop}\n]'
+            sub = (rf"(?:(?P<g_method>[A-Za-z]+) (?P<g_path>{tail}+)(?: (?P<g_protocol>{tail}+))?"
+                   rf"|(?P<g_request>[^{stop}\n]*))")
+            grp = ["g_method", "g_path", "g_protocol", "g_request"]
+            nonempty = False
+        elif var in _TIME_PATTERNS:
+            sub, grp = _TIME_PATTERNS[var], None
+        elif var == "status":
+            sub, grp = r"\d{3}", None
+        elif var in _FLOAT_VARS or var in _INT_VARS:
+            sub, grp = _NUM, None
+        elif var in _MULTI_FLOAT_VARS:
+            sub, grp = rf"{_NUM}(?:{_MULTI_SEP}{_NUM})*", None
+        elif var.startswith("upstream_"):
+            # multi-valued strings (upstream_addr, upstream_status): values may be joined by ", " or " : "
+            one = rf'[^ ,{stop}\n]+'
+            sub, grp = rf"{one}(?:{_MULTI_SEP}{one})*", None
+        elif quoted:
+            sub, grp, nonempty = r'[^"\n]*', None, False
+        else:
+            sub, grp = plain, None
+        if not capture:
+            if grp:  # strip the group names
+                sub = re.sub(r"\(\?P<\w+>", "(?:", sub)
+            pieces.append(f"(?:{sub})")
+            continue
+        if grp is None:
+            gname = f"g_{var}"
+            pieces.append(f"(?P<{gname}>{sub})")
+            grp = [gname]
+        else:
+            pieces.append(sub)
+        if witness is None and nonempty:
+            witness = len(group_names)
+        group_names.extend(grp)
+        fields.append(_Field(var, outputs(var), grp))
+    pieces.append(re.escape(literals[-1]))
+    if witness is None:
+        # Every captured group may be empty: capture the first character of a matching line instead.
+        pieces.insert(1, "(?=(?P<g__witness>.))")
+        group_names.insert(0, "g__witness")
+        witness = 0
+    pieces.append(r"|(?P<g__bad>.*))\r?$")
+    # re.ASCII: nginx writes ASCII digits; \d must not accept other scripts' digits (and is cheaper).
+    regex = re.compile("".join(pieces), re.M | re.ASCII)
+    # findall returns groups in pattern order: recover it from the compiled pattern.
+    order = sorted(regex.groupindex, key=regex.groupindex.get)
+    columns = [c for c in all_columns if c in wanted]
+    return _CompiledFormat(
+        log_format=fmt,
+        regex=regex,
+        group_names=order,
+        witness=order.index(group_names[witness]),
+        bad=order.index("g__bad"),
+        fields=fields,
+        time_var=time_var,
+        columns=columns,
+    )
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Input handling
+# ---------------------------------------------------------------------------------------------------------
+
+def _check_max_examples(max_examples) -> int:
+    if isinstance(max_examples, bool) or not isinstance(max_examples, (int, np.integer)) or max_examples < 0:
+        raise ValueError(f"max_examples must be a non-negative integer, got {max_examples!r}")
+    return int(max_examples)
+
+
+def _describe(source) -> str:
+    if isinstance(source, pd.DataFrame):
+        return "<DataFrame>"
+    if isinstance(source, (str, os.PathLike)):
+        return os.fspath(source)
+    return getattr(source, "name", None) or f"<{type(source).__name__}>"
+
+
+def _open_binary_or_text(source):
+    """Open ``source`` for reading; returns (file, must_close).
+
+    Compressed files are recognised by their magic bytes, not their name.
+    """
+    if isinstance(source, (str, os.PathLike)):
+        path = os.fspath(source)
+        with open(path, "rb") as probe:
+            magic = probe.read(6)
+        if magic[:2] == b"\x1f\x8b":
+            return gzip.open(path, "rb"), True
+        if magic[:3] == b"BZh":
+            return bz2.open(path, "rb"), True
+        if magic == b"\xfd7zXZ\x00":
+            return lzma.open(path, "rb"), True
+        return open(path, "rb"), True
+    if hasattr(source, "read"):
+        return source, False
+    raise ValueError(f"path must be a file path or a file-like object, got {source!r}")
+
+
+@dataclass
+class _Stats:
+    source: str
+    max_examples: int
+    lines: int = 0
+    parsed: int = 0
+    skipped: int = 0
+    examples: list = field(default_factory=list)
+    chunk_examples: list = field(default_factory=list)
+    undecodable: int = 0
+    undecodable_examples: list = field(default_factory=list)
+
+    def add_bad(self, line_nos, texts) -> None:
+        """Count bad lines; ``texts`` holds (at least) the first ``max_examples`` of them."""
+        self.skipped += len(line_nos)
+        self.chunk_examples = list(zip(line_nos[: self.max_examples], texts[: self.max_examples]))
+        room = self.max_examples - len(self.examples)
+        if room > 0:
+            self.examples.extend(self.chunk_examples[:room])
+
+    def add_undecodable(self, line_nos) -> None:
+        self.undecodable += len(line_nos)
+        room = self.max_examples - len(self.undecodable_examples)
+        if room > 0:
+            self.undecodable_examples.extend(line_nos[:room])
+
+    def attrs(self) -> dict:
+        return {
+            "source": self.source,
+            "lines": self.lines,
+            "skipped": self.skipped,
+            "skipped_examples": list(self.examples),
+            "undecodable": self.undecodable,
+            "undecodable_examples": list(self.undecodable_examples),
+        }
+
+    def warn(self, what: str, stacklevel: int) -> None:
+        if self.skipped:
+            shown = "\n".join(f"  line {n}: {t[:200]!r}" for n, t in self.examples)
+            warnings.warn(
+                f"{self.source}: skipped {self.skipped} of {self.lines} {what} that did not parse "
+                f"(see .attrs['skipped_examples']); first ones:\n{shown}",
+                MalformedLinesWarning,
+                stacklevel=stacklevel + 1,
+            )
+        if self.undecodable:
+            warnings.warn(
+                f"{self.source}: {self.undecodable} line(s) held bytes that are not valid in the declared "
+                f"encoding and were decoded with replacement characters (lines "
+                f"{', '.join(map(str, self.undecodable_examples))}"
+                f"{', ...' if self.undecodable > len(self.undecodable_examples) else ''})",
+                UndecodableLinesWarning,
+                stacklevel=stacklevel + 1,
+            )
+
+
+def _decode_chunk(lines: list, first_line: int, encoding: str, errors: str, stats: _Stats) -> str:
+    if not lines or isinstance(lines[0], str):
+        return "".join(lines)
+    blob = b"".join(lines)
+    try:
+        return blob.decode(encoding)
+    except UnicodeDecodeError:
+        pass
+    decoder = codecs.getdecoder(encoding)
+    bad = []
+    for i, raw in enumerate(lines):
+        try:
+            decoder(raw, "strict")
+        except UnicodeDecodeError as exc:
+            if errors == "strict":
+                raise ValueError(
+                    f"{stats.source}: line {first_line + i} is not valid {encoding}: {exc}") from None
+            bad.append(first_line + i)
+    stats.add_undecodable(bad)
+    return blob.decode(encoding, errors)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Column conversion (vectorised; distinct values converted once)
+# ---------------------------------------------------------------------------------------------------------
+
+def _via_uniques(values: np.ndarray, convert) -> np.ndarray:
+    """Apply ``convert`` to the distinct values only: log columns repeat heavily."""
+    codes, uniques = pd.factorize(values)
+    return np.asarray(convert(uniques))[codes]
+
+
+def _to_float(uniques: np.ndarray) -> np.ndarray:
+    out = pd.to_numeric(uniques, errors="coerce").astype(float)
+    return np.asarray(out, dtype=float)
+
+
+def _multi_float(uniques: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Sum of a multi-valued timing ("0.010, 0.020 : 0.005"), number of values, and an 'unparsable' flag."""
+    total = _to_float(uniques)
+    attempts = np.ones(len(uniques), dtype=np.int64)
+    bad = np.zeros(len(uniques), dtype=bool)
+    for j in np.flatnonzero(np.isnan(total)):
+        text = uniques[j]
+        if text == "-":
+            attempts[j] = 0
+            continue
+        parts = re.split(r"\s*[,:]\s*", text)
+        attempts[j] = len(parts)
+        nums = []
+        for p in parts:
+            if p == "-":
+                continue
+            try:
+                nums.append(float(p))
+            except ValueError:
+                bad[j] = True
+                break
+        if nums and not bad[j]:
+            total[j] = sum(nums)
+    return total, attempts, bad
+
+
+def _time_column(var: str, values: np.ndarray) -> pd.Series:
+    if var == "msec":
+        secs = pd.to_numeric(values, errors="coerce")
+        ms = np.round(np.asarray(secs, dtype=float) * 1e3)
+        t = pd.to_datetime(ms, unit="ms", utc=True, errors="coerce")
+    else:
+        # Many requests share a second: parse each distinct stamp once.
+        fmt = "%d/%b/%Y:%H:%M:%S %z" if var == "time_local" else "%Y-%m-%dT%H:%M:%S%z"
+        codes, uniques = pd.factorize(values)
+        parsed = pd.to_datetime(pd.Series(uniques, dtype=object), format=fmt, utc=True, errors="coerce",
+                                cache=False)
+        t = pd.DatetimeIndex(parsed).take(codes)
+    return pd.Series(t).dt.as_unit("us").reset_index(drop=True)
+
+
+def _convert(cf: _CompiledFormat, cols: np.ndarray, good: np.ndarray) -> tuple[dict, np.ndarray]:
+    """Typed columns for the rows in ``good``; returns them and a mask (over ``good``) of rows that failed."""
+    n = int(good.sum())
+    allgood = n == len(good)
+    gi = {g: i for i, g in enumerate(cf.group_names)}
+    failed = np.zeros(n, dtype=bool)
+    out: dict[str, object] = {}
+
+    def col(g):
+        c = cols[:, gi[g]]
+        return c if allgood else c[good]
+
+    for f in cf.fields:
+        var = f.var
+        if var == "request":
+            method, path, protocol, _unsplit_text = (col(g) for g in f.groups)
+            method, path, protocol = (np.array(a, dtype=object) for a in (method, path, protocol))
+            # A request line that is not "METHOD URI [PROTOCOL]" (scanners, TLS on a plain port) is a real
+            # request nginx answered (usually 400): keep the line, with no method/path.
+            unsplit = method == ""
+            if unsplit.any():
+                method[unsplit] = None
+                path[unsplit] = None
+            protocol[protocol == ""] = None
+            out["method"], out["path"], out["protocol"] = method, path, protocol
+        elif var == cf.time_var:
+            t = _time_column(var, col(f.groups[0]))
+            failed |= t.isna().to_numpy()
+            out["time"] = t
+        elif var == "status":
+            out["status"] = _via_uniques(col(f.groups[0]), lambda u: np.asarray(u).astype(np.int64))
+        elif var in _FLOAT_VARS:
+            raw = col(f.groups[0])
+            vals = _via_uniques(raw, _to_float)
+            failed |= np.isnan(vals) & (raw != "-")
+            out[var] = vals
+        elif var in _MULTI_FLOAT_VARS:
+            codes, uniques = pd.factorize(col(f.groups[0]))
+            total, attempts, bad = _multi_float(uniques)
+            out[var] = total[codes]
+            failed |= bad[codes]
+            if "upstream_attempts" in f.columns and "upstream_attempts" in cf.columns:
+                out["upstream_attempts"] = attempts[codes]
+        elif var in _INT_VARS:
+            raw = col(f.groups[0])
+            vals = _to_float(raw)  # byte counts are mostly distinct: factorizing would not pay
+            nan = np.isnan(vals)
+            failed |= nan & (raw != "-")
+            out[_RENAME.get(var, var)] = pd.arrays.IntegerArray(np.where(nan, 0, vals).astype(np.int64), nan)
+        else:
+            out[_RENAME.get(var, var)] = np.array(col(f.groups[0]), dtype=object)
+    return {c: out[c] for c in cf.columns if c in out}, failed
+
+
+def _empty_frame(cf: _CompiledFormat) -> pd.DataFrame:
+    dtypes = {"time": "datetime64[us, UTC]", "status": "int64", "request_time": "float64",
+              "upstream_attempts": "int64", "bytes": "Int64"}
+    for v in _MULTI_FLOAT_VARS:
+        dtypes[v] = "float64"
+    for v in _INT_VARS:
+        dtypes.setdefault(_RENAME.get(v, v), "Int64")
+    return pd.DataFrame({c: pd.Series([], dtype=dtypes.get(c, object)) for c in cf.columns})
+
+
+def _frame(columns: dict, cf: _CompiledFormat) -> pd.DataFrame:
+    if not columns or len(next(iter(columns.values()))) == 0:
+        return _empty_frame(cf)
+    data = {}
+    for c, v in columns.items():
+        if isinstance(v, np.ndarray) and v.dtype == object:
+            data[c] = pd.Series(v, dtype=object, copy=False)
+        else:
+            data[c] = v
+    return pd.DataFrame(data, copy=False)
+
+
+def _parse_chunk(cf: _CompiledFormat, lines: list, first_line: int, encoding: str, errors: str,
+                 stats: _Stats) -> pd.DataFrame:
+    # findall builds one tuple per line: with the cyclic garbage collector on, those allocations trigger
+    # repeated generation scans that cost ~40% of the parse.  Nothing here creates reference cycles.
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _parse_chunk_nogc(cf, lines, first_line, encoding, errors, stats)
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _parse_chunk_nogc(cf: _CompiledFormat, lines: list, first_line: int, encoding: str, errors: str,
+                      stats: _Stats) -> pd.DataFrame:
+    text = _decode_chunk(lines, first_line, encoding, errors, stats)
+    rows = cf.regex.findall(text)
+    n = len(lines)
+    # findall yields exactly one tuple per line (the catch-all alternative matches anything), plus one
+    # empty match after a final newline: drop it.
+    del rows[n:]
+    if len(rows) != n:  # pragma: no cover - guarded by the pattern's construction
+        raise RuntimeError(f"internal error: {len(rows)} matches for {n} lines")
+    width = len(cf.group_names)
+    # (lines x groups) object matrix; fromiter over the flattened tuples is ~2x faster than np.array(rows)
+    cols = np.fromiter(itertools.chain.from_iterable(rows), dtype=object, count=n * width).reshape(n, width)
+    del rows
+    good = cols[:, cf.witness] != ""
+    last = lines[-1]
+    if not (last.endswith(b"\n") if isinstance(last, bytes) else last.endswith("\n")):
+        # nginx writes each record with its newline in one write(): a last line without one was cut off
+        # (file still being written, truncated copy).  Even if it happens to match, its final field may be
+        # a cut number, so it is counted as malformed rather than trusted.
+        good[-1] = False
+    columns, failed = _convert(cf, cols, good)
+    if failed.any():
+        keep = ~failed
+        columns = {c: (v[keep] if not isinstance(v, pd.Series) else v[keep].reset_index(drop=True))
+                   for c, v in columns.items()}
+        good_idx = np.flatnonzero(good)
+        good[good_idx[failed]] = False
+    bad_idx = np.flatnonzero(~good)
+    if len(bad_idx):
+        texts = [(lines[i].decode(encoding, "replace") if isinstance(lines[i], bytes) else lines[i])
+                 .rstrip("\r\n") for i in bad_idx[: stats.max_examples]]
+        stats.add_bad([first_line + int(i) for i in bad_idx], texts)
+    stats.lines += n
+    stats.parsed += n - len(bad_idx)
+    return _frame(columns, cf)
+
+
+def _chunk_attrs(stats: _Stats, before: tuple) -> dict:
+    lines0, skipped0, und0, nund0 = before
+    return {
+        "source": stats.source,
+        "first_line": lines0 + 1,
+        "lines": stats.lines - lines0,
+        "skipped": stats.skipped - skipped0,
+        "skipped_examples": list(stats.chunk_examples),
+        "undecodable": stats.undecodable - und0,
+        "undecodable_examples": stats.undecodable_examples[nund0:],
+    }
+
+
+def _iter_nginx(path, log_format, chunk_lines, encoding, errors, max_examples, usecols, stats: _Stats):
+    if not isinstance(chunk_lines, (int, np.integer)) or isinstance(chunk_lines, bool) or chunk_lines < 1:
+        raise ValueError(f"chunk_lines must be a positive integer, got {chunk_lines!r}")
+    try:
+        codecs.lookup(encoding)
+    except LookupError:
+        raise ValueError(f"encoding must be a Python codec name, got {encoding!r}") from None
+    try:
+        codecs.lookup_error(errors)
+    except LookupError:
+        raise ValueError(f"errors must be a codec error handler ('replace', 'strict', ...), got {errors!r}") \
+            from None
+    cf = _compile_format(log_format, usecols)
+    f, must_close = _open_binary_or_text(path)
+    try:
+        while True:
+            lines = list(itertools.islice(f, int(chunk_lines)))
+            if not lines:
+                break
+            before = (stats.lines, stats.skipped, stats.undecodable, len(stats.undecodable_examples))
+            stats.chunk_examples = []
+            df = _parse_chunk(cf, lines, stats.lines + 1, encoding, errors, stats)
+            df.attrs = _chunk_attrs(stats, before)
+            yield df
+    finally:
+        if must_close:
+            f.close()
+    if stats.lines == 0:
+        raise ValueError(f"{stats.source}: the file is empty, there are no log lines to read")
+    if stats.parsed == 0:
+        shown = "; ".join(f"line {n}: {t[:120]!r}" for n, t in stats.examples[:3])
+        raise ValueError(
+            f"{stats.source}: none of the {stats.lines} lines matches the log format {cf.log_format!r} "
+            f"(wrong log_format?); first lines: {shown}"
+        )
+
+
+def iter_nginx(
+    path: LogSource,
+    log_format: str = COMBINED_WITH_TIMES,
+    *,
+    chunk_lines: int = _DEFAULT_CHUNK_LINES,
+    encoding: str = "utf-8",
+    errors: str = "replace",
+    max_examples: int = 5,
+    usecols: Sequence[str] | None = None,
+) -> Iterator[pd.DataFrame]:
+    """Read an nginx access log chunk by chunk, yielding one typed DataFrame per chunk.
+
+    Memory stays bounded by ``chunk_lines``, so a caller can aggregate (e.g. per second) a log larger than
+    RAM.
+
+    Parameters
+    ----------
+    path, log_format, chunk_lines, encoding, errors, max_examples, usecols
+        As in :func:`read_nginx`; ``chunk_lines`` is also the number of lines behind each yielded frame.
+
+    Yields
+    ------
+    pandas.DataFrame
+        The parsed lines of one chunk (possibly zero rows if every line of the chunk was malformed).
+        ``.attrs`` describes that chunk: ``first_line`` (1-based), ``lines``, ``skipped``,
+        ``skipped_examples`` (the chunk's first ``max_examples`` malformed lines as
+        ``[(line_no, text), ...]``, line numbers counted from the start of the file),
+        ``undecodable``, ``undecodable_examples`` (line numbers), ``source``.
+
+    Raises
+    ------
+    ValueError
+        At the first step if the file is empty; after the last chunk if no line at all parsed.
+
+    Warns
+    -----
+    MalformedLinesWarning, UndecodableLinesWarning
+        Once, after the last chunk, with the totals for the whole file.
+
+    Examples
+    --------
+    >>> import io
+    >>> log = io.StringIO(
+    ...     '10.0.0.1 - - [10/Oct/2023:13:55:36 +0000] "GET /a HTTP/1.1" 200 512 "-" "curl/8" 0.120 0.100\\n'
+    ...     '10.0.0.2 - - [10/Oct/2023:13:55:37 +0000] "GET /b HTTP/1.1" 200 128 "-" "curl/8" 0.030 -\\n'
+    ...     '10.0.0.3 - - [10/Oct/2023:13:55:37 +0000] "POST /c HTTP/1.1" 201 64 "-" "curl/8" 0.250 0.240\\n')
+    >>> import pandas as pd
+    >>> counts = [chunk.groupby(chunk["time"].dt.floor("s")).size()
+    ...           for chunk in iter_nginx(log, chunk_lines=2)]
+    >>> pd.concat(counts).groupby(level=0).sum().tolist()  # requests per second
+    [1, 2]
+    """
+    stats = _Stats(_describe(path), _check_max_examples(max_examples))
+    yield from _iter_nginx(path, log_format, chunk_lines, encoding, errors, max_examples, usecols, stats)
+    stats.warn("lines", stacklevel=2)
+
+
+def read_nginx(
+    path: LogSource,
+    log_format: str = COMBINED_WITH_TIMES,
+    *,
+    chunk_lines: int = _DEFAULT_CHUNK_LINES,
+    encoding: str = "utf-8",
+    errors: str = "replace",
+    max_examples: int = 5,
+    usecols: Sequence[str] | None = None,
+) -> pd.DataFrame:
+    """Read an nginx access log into a typed DataFrame, one row per request.
+
+    Parameters
+    ----------
+    path : str, os.PathLike or file-like
+        The log file.  gzip, bzip2 and xz files are recognised by their magic bytes and decompressed on the
+        fly.  A file object may be binary or text (e.g. ``io.StringIO``).
+    log_format : str, optional
+        The nginx ``log_format`` the file was written with: a format string such as
+        ``'$remote_addr [$time_local] "$request" $status $request_time'``, or a pasted directive
+        ``log_format main '...' '...';``.  Default :data:`COMBINED_WITH_TIMES`: nginx's ``combined``
+        followed by ``$request_time $upstream_response_time``.
+    chunk_lines : int, optional
+        Lines parsed per chunk (bounds the memory used while reading).  The result does not depend on it.
+    encoding : str, optional
+        Text encoding of the file (default UTF-8).
+    errors : str, optional
+        Decoding error handler.  Default ``"replace"``: a line with invalid bytes is decoded with U+FFFD,
+        counted in ``.attrs["undecodable"]``, and kept if the rest of it parses.  ``"strict"`` raises
+        ``ValueError`` naming the line.
+    max_examples : int, optional
+        How many malformed lines to keep (with their line numbers) for the report.
+    usecols : sequence of str, optional
+        Output columns to keep (e.g. ``["time", "request_time"]``); others are neither captured nor
+        converted, which is faster and smaller.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns in the order of the format, typed:
+
+        - ``time``: ``datetime64[us, UTC]``, from ``$msec`` (millisecond resolution) if present, else
+          ``$time_iso8601``, else ``$time_local``, converted to UTC using the offset nginx wrote.  nginx
+          logs a request when it *finishes*: ``time - request_time`` is when it arrived.
+        - ``method``, ``path`` (the URI with its query string), ``protocol`` from ``$request``; all missing
+          when the request line is not ``METHOD URI [PROTOCOL]`` (scanners, TLS on a plain port: nginx
+          answers those with 400 and they are kept).
+        - ``status`` (int64); ``bytes`` from ``$body_bytes_sent`` and other byte/length counters (Int64).
+        - ``request_time`` (float seconds; ``-`` gives NaN, the row is kept).
+        - ``upstream_response_time`` (float seconds; ``-`` -- not proxied -- gives NaN) and
+          ``upstream_attempts`` (number of upstream servers tried, 0 for ``-``).  Also
+          ``upstream_connect_time``, ``upstream_header_time`` (float seconds) when logged.
+        - everything else (``remote_addr`` -- IPv4 or IPv6 --, ``remote_user``, ``http_referer``,
+          ``http_user_agent``, ...) as strings (object dtype), verbatim, ``-`` included.
+
+        ``.attrs``: ``lines`` (lines read), ``skipped`` (malformed lines), ``skipped_examples``
+        (``[(line_no, text), ...]``, the first ``max_examples``, 1-based line numbers), ``undecodable``,
+        ``undecodable_examples`` (line numbers), ``source``.
+
+    Raises
+    ------
+    ValueError
+        If the file is empty or no line matches ``log_format`` (the message names the file and shows the
+        first lines), or for invalid arguments.
+
+    Warns
+    -----
+    MalformedLinesWarning
+        When lines were skipped, with their count and the first ones.
+    UndecodableLinesWarning
+        When lines held bytes invalid in ``encoding``.
+
+    Notes
+    -----
+    A line is malformed when it does not match the format (garbage, missing fields, a broken quote), when a
+    typed field does not convert (a date like ``31/Foo/2023``, a number like ``1.2.3``), or when it is the
+    last line and has no final newline: nginx writes each record together with its newline, so such a line
+    was cut off (log still being written, truncated copy) and even if it matched, its last number could be
+    a truncated value.  Blank lines are malformed too.  Malformed lines are never dropped silently.
+
+    Several upstream values.  When nginx tried more than one upstream server (``proxy_next_upstream``) it
+    logs one time per attempt separated by ``", "``; an internal redirect to another upstream group adds
+    ``" : "``.  The attempts run one after the other, so ``upstream_response_time`` is their **sum** -- the
+    total time the request spent waiting on upstreams, comparable with ``request_time`` -- and
+    ``upstream_attempts`` their number (filter ``upstream_attempts == 1`` to study a single server's
+    service time).  ``-`` entries (no response time for that attempt) add nothing.
+
+    Quoted fields rely on nginx's default escaping, which writes a ``"`` inside a value as ``\\x22``;
+    formats declared with ``escape=json`` are not supported.  An unquoted variable ends at the first
+    character of the literal text that follows it in the format, so an unquoted value that may contain
+    that character (e.g. ``$http_x_forwarded_for``, a list joined by ``", "``, followed by a space) should
+    be quoted in the format; otherwise its lines are reported as malformed.  The timing and byte-count
+    variables and the ``$upstream_*`` lists are recognised by name and need no quotes.
+
+    Parsing is chunk-wise: one multiline regular expression over the chunk's text, then vectorised column
+    conversion; see ``benchmarks/bench_logs.py`` for the measured rate (target: >= 200,000 lines/s on one
+    core).
+
+    Examples
+    --------
+    >>> import io
+    >>> log = io.StringIO(
+    ...     '2001:db8::1 - - [10/Oct/2023:13:55:36 -0700] "GET /api/users?id=7 HTTP/1.1" 200 2326 '
+    ...     '"-" "Mozilla/5.0" 0.045 0.010, 0.030\\n'
+    ...     '10.0.0.2 - bob [10/Oct/2023:13:55:37 -0700] "POST /api/orders HTTP/2.0" 503 0 '
+    ...     '"https://example.com/" "curl/8.4.0" - -\\n')
+    >>> df = read_nginx(log)
+    >>> df[["method", "path", "status", "request_time", "upstream_response_time"]]
+      method             path  status  request_time  upstream_response_time
+    0    GET  /api/users?id=7     200         0.045                    0.04
+    1   POST      /api/orders     503           NaN                     NaN
+    >>> str(df["time"].iloc[0])
+    '2023-10-10 20:55:36+00:00'
+    >>> df.attrs["skipped"]
+    0
+    """
+    stats = _Stats(_describe(path), _check_max_examples(max_examples))
+    chunks = list(_iter_nginx(path, log_format, chunk_lines, encoding, errors, max_examples, usecols, stats))
+    nonempty = [c for c in chunks if len(c)]
+    if len(nonempty) == 1:
+        df = nonempty[0]
+    else:
+        df = pd.concat(nonempty, ignore_index=True)
+    df.attrs = stats.attrs()
+    stats.warn("lines", stacklevel=2)
+    return df
+
+
+# ---------------------------------------------------------------------------------------------------------
+# CSV / Parquet per-request tables
+# ---------------------------------------------------------------------------------------------------------
+
+_TIME_NAMES = ("time", "timestamp", "ts", "start", "start_time", "started_at", "starttime", "datetime",
+               "date", "time_local", "@timestamp", "request_start", "arrival", "arrival_time", "received_at")
+_DURATION_NAMES = ("duration", "latency", "request_time", "response_time", "elapsed", "elapsed_time",
+                   "took", "rt", "total_time", "request_duration", "response_duration", "time_taken")
+_ENDPOINT_NAMES = ("endpoint", "route", "path", "url", "uri", "handler", "operation", "request_path")
+_UPSTREAM_NAMES = ("upstream_time", "upstream_response_time", "upstream", "upstream_duration",
+                   "upstream_latency", "backend_time", "backend_duration")
+_STATUS_NAMES = ("status", "status_code", "http_status", "response_code")
+_UNIT_SUFFIXES = {"_ms": 1e-3, "_msec": 1e-3, "_millis": 1e-3, "_milliseconds": 1e-3,
+                  "_us": 1e-6, "_usec": 1e-6, "_micros": 1e-6, "_microseconds": 1e-6,
+                  "_ns": 1e-9, "_nanos": 1e-9, "_nanoseconds": 1e-9,
+                  "_s": 1.0, "_sec": 1.0, "_secs": 1.0, "_seconds": 1.0}
+_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
+
+
+def _split_unit(name: str) -> tuple[str, float | None]:
+    low = name.strip().lower().replace("-", "_").replace(" ", "_")
+    for suffix in sorted(_UNIT_SUFFIXES, key=len, reverse=True):
+        if low.endswith(suffix) and len(low) > len(suffix):
+            return low[: -len(suffix)], _UNIT_SUFFIXES[suffix]
+    return low, None
+
+
+def _find_column(columns, candidates, explicit, role: str, required: bool):
+    if explicit is not None:
+        if explicit not in columns:
+            raise ValueError(f"{role}_column={explicit!r} is not a column; columns are {list(columns)!r}")
+        return explicit
+    bases = {c: _split_unit(str(c))[0] for c in columns}
+    for cand in candidates:
+        for c in columns:
+            if str(c).strip().lower() == cand or bases[c] == cand:
+                return c
+    if required:
+        raise ValueError(
+            f"cannot find the {role} column among {list(columns)!r} (looked for {', '.join(candidates)}); "
+            f"pass {role}_column=..."
+        )
+    return None
+
+
+def _duration_scale(column: str, unit: str | None, role: str) -> float:
+    if unit is not None:
+        if unit not in _UNITS:
+            raise ValueError(f"{role}_unit must be one of {sorted(_UNITS)!r}, got {unit!r}")
+        return _UNITS[unit]
+    scale = _split_unit(str(column))[1]
+    return 1.0 if scale is None else scale
+
+
+@dataclass
+class _RequestColumns:
+    time: str
+    duration: str
+    endpoint: str | None
+    upstream: str | None
+    status: str | None
+    duration_scale: float
+    upstream_scale: float
+    unit_from_name: bool
+
+
+def _resolve_columns(columns, time_column, duration_column, endpoint_column, upstream_column,
+                     duration_unit, upstream_unit) -> _RequestColumns:
+    tcol = _find_column(columns, _TIME_NAMES, time_column, "time", True)
+    rest = [c for c in columns if c != tcol]
+    dcol = _find_column(rest, _DURATION_NAMES, duration_column, "duration", True)
+    rest = [c for c in rest if c != dcol]
+    ecol = _find_column(rest, _ENDPOINT_NAMES, endpoint_column, "endpoint", False) \
+        if endpoint_column is not False else None
+    ucol = _find_column(rest, _UPSTREAM_NAMES, upstream_column, "upstream", False) \
+        if upstream_column is not False else None
+    scol = _find_column(rest, _STATUS_NAMES, None, "status", False)
+    return _RequestColumns(
+        time=tcol, duration=dcol, endpoint=ecol, upstream=ucol, status=scol,
+        duration_scale=_duration_scale(dcol, duration_unit, "duration"),
+        upstream_scale=_duration_scale(ucol, upstream_unit, "upstream") if ucol is not None else 1.0,
+        unit_from_name=duration_unit is None and _split_unit(str(dcol))[1] is None,
+    )
+
+
+def _parse_times(raw: pd.Series, time_unit: str | None) -> tuple[pd.Series, np.ndarray]:
+    """Timestamps (UTC) from strings/datetimes, or float seconds from numbers; plus an 'unparsable' mask."""
+    missing = raw.isna().to_numpy()
+    if pd.api.types.is_datetime64_any_dtype(raw.dtype):
+        t = raw if getattr(raw.dtype, "tz", None) is not None else raw.dt.tz_localize("UTC")
+        return t.dt.tz_convert("UTC").reset_index(drop=True), missing
+    if pd.api.types.is_numeric_dtype(raw.dtype) and not pd.api.types.is_bool_dtype(raw.dtype):
+        secs = raw.astype(float) * _UNITS[time_unit or "s"]
+        return secs.reset_index(drop=True), missing
+    text = raw.astype(object)
+    num = pd.to_numeric(text, errors="coerce")
+    if num.notna().sum() == (~missing).sum() and (~missing).any():
+        # a text column that holds numbers only (e.g. read with dtype=str): epoch or relative seconds
+        return (num.astype(float) * _UNITS[time_unit or "s"]).reset_index(drop=True), missing
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # pandas' "could not infer format" chatter
+        # ISO 8601 first (fast, strict); then the format pandas infers from the first value (fast);
+        # nginx's $time_local; per-value parsing (slow) only if all leave values unparsed.
+        t = None
+        for fmt in ("ISO8601", None, "%d/%b/%Y:%H:%M:%S %z", "mixed"):
+            try:
+                alt = pd.to_datetime(text, errors="coerce", utc=True, format=fmt)
+            except (ValueError, TypeError):
+                continue
+            if t is None or alt.isna().sum() < t.isna().sum():
+                t = alt
+            if t.isna().sum() == missing.sum():
+                break
+        if t is None:  # pragma: no cover - "mixed" with errors="coerce" does not raise
+            t = pd.Series(pd.NaT, index=text.index, dtype="datetime64[us, UTC]")
+    bad = t.isna().to_numpy() & ~missing
+    return pd.Series(t).dt.as_unit("us").reset_index(drop=True), bad | missing
+
+
+def _parse_seconds(raw: pd.Series, scale: float) -> tuple[np.ndarray, np.ndarray]:
+    """Seconds from a duration column; NaN for missing values; mask of unparsable or negative values."""
+    missing = raw.isna().to_numpy()
+    if raw.dtype == object or pd.api.types.is_string_dtype(raw.dtype):
+        stripped = raw.astype(object).where(~raw.isna(), None)
+        blank = np.array([isinstance(v, str) and v.strip() in ("", "-") for v in stripped], dtype=bool)
+        missing = missing | blank
+    vals = np.asarray(pd.to_numeric(raw.where(~missing) if missing.any() else raw, errors="coerce"),
+                      dtype=float)
+    bad = (np.isnan(vals) & ~missing) | (vals < 0) | np.isinf(vals)
+    return vals * scale, bad
+
+
+def _normalise_requests(df: pd.DataFrame, rc: _RequestColumns, time_unit, stats: _Stats,
+                        first_row: int, row_offset: int) -> pd.DataFrame:
+    n = len(df)
+    t, tbad = _parse_times(df[rc.time], time_unit)
+    d, dbad = _parse_seconds(df[rc.duration], rc.duration_scale)
+    bad = tbad | dbad
+    out = {"time": t, "duration": d}
+    if rc.endpoint is not None:
+        out["endpoint"] = df[rc.endpoint].astype(object).to_numpy()
+    if rc.upstream is not None:
+        u, ubad = _parse_seconds(df[rc.upstream], rc.upstream_scale)
+        out["upstream_time"] = u
+        bad |= ubad
+    if rc.status is not None:
+        out["status"] = pd.to_numeric(df[rc.status], errors="coerce").astype("Int64").to_numpy()
+    frame = pd.DataFrame({k: (v.reset_index(drop=True) if isinstance(v, pd.Series) else v)
+                          for k, v in out.items()})
+    if bad.any():
+        idx = np.flatnonzero(bad)
+        texts = [",".join("" if pd.isna(v) else str(v) for v in df.iloc[i].tolist())
+                 for i in idx[: stats.max_examples]]
+        stats.add_bad([first_row + row_offset + int(i) for i in idx], texts)
+        frame = frame[~bad].reset_index(drop=True)
+    stats.lines += n
+    stats.parsed += n - int(bad.sum())
+    return frame
+
+
+def _is_parquet(source, fmt: str | None) -> bool:
+    if fmt is not None:
+        if fmt not in ("csv", "parquet"):
+            raise ValueError(f"format must be 'csv', 'parquet' or None, got {fmt!r}")
+        return fmt == "parquet"
+    if isinstance(source, (str, os.PathLike)):
+        name = os.fspath(source).lower()
+        if name.endswith((".parquet", ".pq", ".parq")):
+            return True
+        with open(name, "rb") as probe:
+            return probe.read(4) == b"PAR1"
+    return False
+
+
+def _iter_requests(source, time_column, duration_column, endpoint_column, upstream_column, duration_unit,
+                   upstream_unit, time_unit, chunksize, fmt, sep, stats: _Stats, **read_kwargs):
+    if not isinstance(chunksize, (int, np.integer)) or isinstance(chunksize, bool) or chunksize < 1:
+        raise ValueError(f"chunksize must be a positive integer, got {chunksize!r}")
+    if time_unit is not None and time_unit not in _UNITS:
+        raise ValueError(f"time_unit must be one of {sorted(_UNITS)!r}, got {time_unit!r}")
+
+    def resolve(columns):
+        return _resolve_columns(list(columns), time_column, duration_column, endpoint_column, upstream_column,
+                                duration_unit, upstream_unit)
+
+    if isinstance(source, pd.DataFrame):
+        if len(source) == 0:
+            raise ValueError("the DataFrame has no rows")
+        rc = resolve(source.columns)
+        for start in range(0, len(source), int(chunksize)):
+            part = source.iloc[start:start + int(chunksize)]
+            yield rc, _normalise_requests(part, rc, time_unit, stats, start, 0)
+        return
+    if _is_parquet(source, fmt):
+        if importlib.util.find_spec("pyarrow") is None:
+            raise ImportError(
+                f"reading Parquet ({stats.source}) needs the optional package pyarrow, which is not "
+                "installed: `pip install pyarrow`, or convert the file to CSV"
+            )
+        import pyarrow.parquet as pq
+
+        pf = pq.ParquetFile(source)
+        rc = None
+        start = 0
+        for batch in pf.iter_batches(batch_size=int(chunksize)):
+            part = batch.to_pandas()
+            rc = rc or resolve(part.columns)
+            yield rc, _normalise_requests(part, rc, time_unit, stats, start, 0)
+            start += len(part)
+        if stats.lines == 0:
+            raise ValueError(f"{stats.source}: the file has no rows")
+        return
+    try:
+        reader = pd.read_csv(source, chunksize=int(chunksize), sep=sep, dtype=object,
+                             keep_default_na=False, na_values=[""], skip_blank_lines=False, **read_kwargs)
+    except pd.errors.EmptyDataError:
+        raise ValueError(f"{stats.source}: the file is empty, there is no header nor data") from None
+    rc = None
+    start = 0
+    with reader:
+        for part in reader:
+            rc = rc or resolve(part.columns)
+            # +2: line 1 is the header, rows count from 0 (assumes one record per line, no quoted newlines)
+            yield rc, _normalise_requests(part, rc, time_unit, stats, start, 2)
+            start += len(part)
+    if stats.lines == 0:
+        raise ValueError(f"{stats.source}: the file has a header but no rows")
+
+
+def _check_units(rc: _RequestColumns, frame: pd.DataFrame) -> None:
+    if rc.unit_from_name and len(frame) and np.nanmedian(frame["duration"].to_numpy()) > 60:
+        warnings.warn(
+            f"duration column {rc.duration!r} has no unit in its name and its median is "
+            f"{np.nanmedian(frame['duration'].to_numpy()):.4g}, read as seconds; if it is in milliseconds "
+            "pass duration_unit='ms'",
+            LogReadWarning,
+            stacklevel=3,
+        )
+
+
+def iter_requests(
+    path: LogSource | pd.DataFrame,
+    *,
+    time_column: str | None = None,
+    duration_column: str | None = None,
+    endpoint_column: str | None = None,
+    upstream_column: str | None = None,
+    duration_unit: str | None = None,
+    upstream_unit: str | None = None,
+    time_unit: str | None = None,
+    chunksize: int = 1_000_000,
+    format: str | None = None,
+    sep: str = ",",
+    max_examples: int = 5,
+    **read_kwargs,
+) -> Iterator[pd.DataFrame]:
+    """Read a per-request table chunk by chunk; same parameters and columns as :func:`read_requests`.
+
+    Yields
+    ------
+    pandas.DataFrame
+        One normalised chunk (``time``, ``duration``, and ``endpoint``, ``upstream_time``, ``status`` when
+        present).  Warnings and the empty-input error come once, for the whole input.
+
+    Examples
+    --------
+    >>> import io
+    >>> csv = io.StringIO("ts,latency_ms\\n1.0,120\\n1.5,80\\n2.2,95\\n")
+    >>> [len(c) for c in iter_requests(csv, chunksize=2)]
+    [2, 1]
+    """
+    stats = _Stats(_describe(path), _check_max_examples(max_examples))
+    for rc, frame in _iter_requests(path, time_column, duration_column, endpoint_column, upstream_column,
+                                    duration_unit, upstream_unit, time_unit, chunksize, format, sep, stats,
+                                    **read_kwargs):
+        _check_units(rc, frame)
+        yield frame
+    if stats.parsed == 0:
+        raise ValueError(f"{stats.source}: none of the {stats.lines} rows has a valid time and duration")
+    stats.warn("rows", stacklevel=2)
+
+
+def read_requests(
+    path: LogSource | pd.DataFrame,
+    *,
+    time_column: str | None = None,
+    duration_column: str | None = None,
+    endpoint_column: str | None = None,
+    upstream_column: str | None = None,
+    duration_unit: str | None = None,
+    upstream_unit: str | None = None,
+    time_unit: str | None = None,
+    chunksize: int = 1_000_000,
+    format: str | None = None,
+    sep: str = ",",
+    max_examples: int = 5,
+    **read_kwargs,
+) -> pd.DataFrame:
+    """Read per-request records (CSV, Parquet or a DataFrame) into a normalised DataFrame.
+
+    Parameters
+    ----------
+    path : str, os.PathLike, file-like or pandas.DataFrame
+        A CSV file (compressed CSV too, by extension), a Parquet file (``.parquet``/``.pq`` or ``PAR1``
+        magic; needs the optional package pyarrow), a file object holding CSV, or a DataFrame to normalise.
+    time_column, duration_column : str, optional
+        Column names; detected when omitted.  Time: the first of ``time``, ``timestamp``, ``ts``, ``start``,
+        ``start_time``, ``datetime``, ``date``, ... (case-insensitive).  Duration: ``duration``, ``latency``,
+        ``request_time``, ``response_time``, ``elapsed``, ``took``, ..., each optionally with a unit suffix.
+    endpoint_column, upstream_column : str or False, optional
+        Optional columns, detected when omitted (``endpoint``, ``route``, ``path``, ``url``, ``uri``, ...;
+        ``upstream_time``, ``upstream_response_time``, ``backend_time``, ...); ``False`` ignores them.
+    duration_unit, upstream_unit : {"s", "ms", "us", "ns"}, optional
+        Unit of the duration/upstream column.  By default read from the column name's suffix (``_ms``,
+        ``_us``, ``_ns``, ``_s``, ``_sec``, ``_seconds``, ...), and seconds when it has none (a warning
+        says so if the median duration exceeds 60, which suggests milliseconds).
+    time_unit : {"s", "ms", "us", "ns"}, optional
+        Unit of a *numeric* time column (epoch or relative); the result is in seconds.
+    chunksize : int, optional
+        Rows per chunk while reading (bounds memory).
+    format : {"csv", "parquet"}, optional
+        Force the file type (useful for file objects).
+    sep : str, optional
+        CSV field separator.
+    max_examples : int, optional
+        How many bad rows to keep for the report.
+    **read_kwargs
+        Passed to :func:`pandas.read_csv`.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``time`` (``datetime64[us, UTC]`` when the column holds dates -- naive ones are taken as UTC --, or
+        float seconds when it holds numbers), ``duration`` (float seconds; NaN where missing), and when
+        present ``endpoint`` (strings), ``upstream_time`` (float seconds), ``status`` (Int64).
+        ``.attrs`` as in :func:`read_nginx`: ``lines`` (rows read), ``skipped``, ``skipped_examples``
+        (``[(line_no, text), ...]``: the 1-based line in the CSV file with the header as line 1, assuming one
+        record per line; for a DataFrame or Parquet, the 0-based row position), ``source``.
+
+    Raises
+    ------
+    ValueError
+        Empty input, no usable time/duration column (the message lists the columns), no valid row.
+    ImportError
+        Parquet input without pyarrow installed.
+
+    Warns
+    -----
+    MalformedLinesWarning
+        Rows whose time is missing or unparsable, or whose duration (or upstream time) is unparsable or
+        negative, are skipped, counted and reported.  A missing duration is kept as NaN.
+
+    Examples
+    --------
+    >>> import io
+    >>> csv = io.StringIO(
+    ...     "timestamp,route,latency_ms,upstream_ms\\n"
+    ...     "2024-03-01T10:00:00.120Z,/api/a,45,30\\n"
+    ...     "2024-03-01T10:00:00.480Z,/api/b,120.5,\\n")
+    >>> df = read_requests(csv)
+    >>> df[["endpoint", "duration", "upstream_time"]]
+      endpoint  duration  upstream_time
+    0   /api/a    0.0450           0.03
+    1   /api/b    0.1205            NaN
+    >>> str(df["time"].iloc[1])
+    '2024-03-01 10:00:00.480000+00:00'
+    """
+    stats = _Stats(_describe(path), _check_max_examples(max_examples))
+    rc = None
+    frames = []
+    for rc, frame in _iter_requests(path, time_column, duration_column, endpoint_column, upstream_column,
+                                    duration_unit, upstream_unit, time_unit, chunksize, format, sep, stats,
+                                    **read_kwargs):
+        frames.append(frame)
+    if stats.parsed == 0:
+        raise ValueError(f"{stats.source}: none of the {stats.lines} rows has a valid time and duration")
+    frames = [f for f in frames if len(f)]
+    df = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
+    _check_units(rc, df)
+    df.attrs = stats.attrs()
+    del df.attrs["undecodable"], df.attrs["undecodable_examples"]
+    stats.warn("rows", stacklevel=2)
+    return df
