@@ -405,3 +405,105 @@ def latex(name: str) -> str:
     except KeyError:
         raise ValueError(f"name must be one of {sorted(FORMULAS)}, got {name!r}") from None
     return sympy.latex(equation, symbol_names=_LATEX_NAMES, order="none")
+
+
+# ---------------------------------------------------------------------- overload (issue 3)
+alpha = sympy.Symbol("alpha", positive=True)     # growth rate of the number present, requests/s
+u = sympy.Symbol("u", positive=True)             # arrival time into the overload, s
+s_lap = sympy.Symbol("s", positive=True)         # Laplace variable, 1/s
+_LST = sympy.Function("L")                       # L(s) = E[exp(-s S)]
+
+
+def ps_overload_growth_rate(arrival_rate: Any = lam, lst: Any = _LST) -> sympy.Eq:
+    """Fixed-point equation of the growth rate of an overloaded M/G/1-PS queue.
+
+    ``alpha = lambda * (1 - L(alpha))`` with ``L(s) = E[exp(-s S)]``;
+    ``N(t) / t -> alpha`` when ``rho > 1`` (Jean-Marie & Robert 1994).
+
+    Derivation (fluid).  Suppose ``N(t) = alpha t``.  Each request present is
+    served at rate ``1/N(t) = 1/(alpha t)``, so one that arrived at ``u`` has
+    attained ``int_u^t dr / (alpha r) = ln(t/u) / alpha`` by ``t``.  It is
+    still present iff its size exceeds that: ``S > ln(t/u) / alpha``.
+    Counting the arrivals in ``[0, t]`` still present,
+
+    ``N(t) = int_0^t lambda P(S > ln(t/u)/alpha) du``;
+
+    substituting ``u = t exp(-alpha y)``, ``du = alpha t exp(-alpha y) dy``,
+
+    ``N(t) = lambda t alpha int_0^oo P(S > y) exp(-alpha y) dy
+           = lambda t (1 - L(alpha))``,
+
+    and self-consistency ``N(t) = alpha t`` gives the equation.  (``alpha = 0``
+    always solves it; the positive root exists iff ``lambda E[S] > 1`` since
+    the right side is concave with slope ``lambda E[S]`` at 0.)  With ``c``
+    cores replace ``L(alpha)`` by ``L(alpha / c)``.
+
+    Parameters
+    ----------
+    arrival_rate : default lambda
+    lst : sympy Function or callable, default L
+        The service-time Laplace-Stieltjes transform, e.g.
+        ``lambda s: mu / (mu + s)`` for exponential service.
+
+    Returns
+    -------
+    sympy.Eq
+
+    References
+    ----------
+    A. Jean-Marie and P. Robert, "On the transient behavior of the
+    processor sharing queue", Queueing Systems 17 (1994) 129-136.
+
+    Examples
+    --------
+    >>> import sympy
+    >>> from capacity import symbolic as sy
+    >>> eq = sy.ps_overload_growth_rate(sy.lam, lambda s: sy.mu / (sy.mu + s))
+    >>> sympy.solve(eq, sy.alpha)        # exponential service: alpha = lambda - mu
+    [lambda - mu]
+    """
+    (arrival_rate,) = _exact(arrival_rate)
+    return sympy.Eq(alpha, arrival_rate * (1 - lst(alpha)))
+
+
+def ps_overload_completion_time(u: Any = u, size: Any = x, growth_rate: Any = alpha) -> sympy.Expr:
+    """Fluid completion time ``u * exp(alpha x)`` of a request arriving ``u`` s into a PS overload.
+
+    Derivation: with ``N(r) = alpha r`` present (see
+    :func:`ps_overload_growth_rate`) the request attains ``ln(t/u)/alpha``
+    by time ``t``; setting this equal to its size ``x`` gives
+    ``t = u exp(alpha x)``, so its sojourn is ``u (exp(alpha x) - 1)``.  The
+    tests check ``d(attained)/dt = 1/(alpha t)`` at this solution.  Valid for
+    ``alpha u >> 1`` (many requests present when it arrives) and while the
+    overload lasts.
+
+    Examples
+    --------
+    >>> import sympy
+    >>> from capacity import symbolic as sy
+    >>> sy.ps_overload_completion_time(10, 2, sympy.Rational(1, 2))
+    10*E
+    """
+    u, size, growth_rate = _exact(u, size, growth_rate)
+    return u * sympy.exp(growth_rate * size)
+
+
+def fcfs_overload_wait(u: Any = u, arrival_rate: Any = lam, mean_service: Any = ES,
+                       servers: Any = 1) -> sympy.Expr:
+    """Fluid FCFS wait ``(rho - 1) u`` of a request arriving ``u`` s into an overload.
+
+    Derivation: from an empty queue at time 0, work arrives at rate
+    ``lambda E[S]`` and ``c`` cores remove it at rate ``c``, so the backlog at
+    ``u`` is ``(lambda E[S] - c) u`` and a FCFS arrival waits
+    ``backlog / c = (rho - 1) u`` with ``rho = lambda E[S] / c``; then it is
+    served at full speed.  (Stochastic corrections are O(sqrt(u)).)
+
+    Examples
+    --------
+    >>> import sympy
+    >>> from capacity import symbolic as sy
+    >>> sy.fcfs_overload_wait(100, sympy.Rational(3, 2), 1)
+    50
+    """
+    u, arrival_rate, mean_service, servers = _exact(u, arrival_rate, mean_service, servers)
+    return (arrival_rate * mean_service / servers - 1) * u
