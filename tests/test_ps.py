@@ -264,3 +264,18 @@ def test_phase_type_fits_moments():
         beta, tm = phase_type(svc)
         for j in range(1, k + 1):
             assert _ph_moment(beta, tm, j) == pytest.approx(svc.moment(j), rel=1e-9)
+
+
+def test_heavy_load_stays_finite_and_cheap():
+    """Near capacity the tagged chain would need ~35/(1 - rho) states; the module must switch to
+    the transform (exact on one core) instead of allocating without bound.  Reference for one
+    core: M/M/1-PS in heavy traffic, T/E[T] tends to an exponential-like law with mean E[S]/(1-rho)
+    (Kleinrock vol. 2, sec. 4.4); we check monotonicity in load and the exact mean's order."""
+    from capacity import ps as ps_mod
+    rhos = np.array([0.99, 0.995, 0.9999, 1 - 1e-6, 1 - 1e-9])
+    for c in (1, 4):
+        q99 = np.asarray(ps_mod.response_quantile(0.99, 10 * rhos * c, 0.1, servers=c))
+        assert np.all(np.isfinite(q99)) and np.all(np.diff(q99) > 0)
+        mean = np.asarray(ps_mod.mean_response(10 * rhos * c, 0.1, servers=c))
+        # p99 of a sojourn whose mean is E[T]: between E[T] and 10 E[T] for these laws
+        assert np.all(q99 > mean) and np.all(q99 < 10 * mean)
