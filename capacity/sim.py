@@ -21,6 +21,11 @@ Disciplines (inside one worker process)
     request can use at most one core at a time, which is how a
     single-threaded request handler behaves on a ``c``-core machine (and how
     a Node.js process interleaves the requests it has accepted).
+``"rr"``
+    Event-loop round robin: each request is ``slices`` equal slices of CPU
+    through one FIFO run queue, with an optional non-CPU ``slice_delay``
+    between slices -- how a Node.js process really schedules handlers that
+    ``await``.  ``slices=1`` is FCFS.
 
 Topology, timeouts, retries
 ---------------------------
@@ -231,6 +236,160 @@ def _ps(arrivals: np.ndarray, sizes: np.ndarray, servers: int) -> _Trace:
 
 _Engine = Callable[[np.ndarray, np.ndarray, int], _Trace]
 _ENGINES: dict[str, _Engine] = {"fcfs": _fcfs, "ps": _ps}
+
+
+class _Busy(NamedTuple):
+    """When cores of a process become busy (``on``) and free (``off``), seconds.
+
+    Round robin keeps no per-request service interval (a request alternates
+    between the run queue, a core and a timer), so the engines record the
+    busy-core count itself: one ``on`` per core leaving idleness, one ``off``
+    per core going idle.  ``off`` is padded with NaN (still busy at the end).
+    """
+
+    on: list
+    off: list
+
+
+def _constant_delay(delay: float) -> Callable[[], float]:
+    return lambda: delay
+
+
+def _rr(arrivals: np.ndarray, sizes: np.ndarray, servers: int, slices: int = 1,
+        delay: float = 0.0, draw: Callable[[], float] | None = None) -> tuple[_Trace, _Busy]:
+    """Event-loop round robin: ``slices`` equal slices per request, FIFO run queue.
+
+    A request of size ``x`` is ``slices`` slices of ``x / slices`` seconds of
+    CPU.  It joins the back of the run queue on arrival; a free core takes
+    the head of the queue and runs one slice; when the slice ends, the
+    request leaves (last slice) or sleeps ``delay`` seconds (``draw()`` per
+    slice when given) holding no core, then joins the back of the queue
+    again.  At equal times: slice ends, then wake-ups, then arrivals, and a
+    free core picks only after all of them -- with ``delay = 0`` a request
+    whose slice ends when another request arrives is queued ahead of it.
+    ``start`` is the start of the first slice.
+    """
+    if servers == 1 and delay == 0.0 and draw is None:
+        return _rr_one(arrivals, sizes, slices)
+    return _rr_many(arrivals, sizes, servers, slices, delay, draw)
+
+
+def _rr_one(arrivals: np.ndarray, sizes: np.ndarray, k: int) -> tuple[_Trace, _Busy]:
+    # One core and no delay: the core is busy whenever the run queue is not
+    # empty, so the loop only follows the core's clock (no heaps).
+    n = arrivals.size
+    arr = arrivals.tolist()
+    quantum = (sizes / k).tolist() if k > 1 else sizes.tolist()
+    start = [_NAN] * n
+    completion = [0.0] * n
+    left = [k] * n
+    runq: deque[int] = deque()
+    popleft, append = runq.popleft, runq.append
+    on: list[float] = []
+    off: list[float] = []
+    t = 0.0
+    j = 0
+    busy = False
+    while True:
+        if not runq:
+            if j >= n:
+                break
+            a = arr[j]
+            if busy and a > t:
+                off.append(t)
+                busy = False
+            if not busy:
+                if a > t:
+                    t = a
+                on.append(t)
+                busy = True
+        while j < n and arr[j] <= t:
+            append(j)
+            j += 1
+        i = popleft()
+        if start[i] != start[i]:  # NaN: first slice
+            start[i] = t
+        t += quantum[i]
+        m = left[i] - 1
+        if m:
+            left[i] = m
+            # Requests arriving during the slice are queued before it returns.
+            while j < n and arr[j] < t:
+                append(j)
+                j += 1
+            append(i)
+        else:
+            completion[i] = t
+    if busy:
+        off.append(t)
+    st = np.array(start, dtype=float).reshape(-1)
+    done = np.array(completion, dtype=float).reshape(-1)
+    # One slice: the FCFS engines' arithmetic (wait + size), same floats.
+    resp = (st - arrivals) + sizes if k == 1 else done - arrivals
+    return _Trace(st, done, resp), _Busy(on, off)
+
+
+def _rr_many(arrivals: np.ndarray, sizes: np.ndarray, c: int, k: int, delay: float = 0.0,
+             draw: Callable[[], float] | None = None) -> tuple[_Trace, _Busy]:
+    n = arrivals.size
+    arr = arrivals.tolist()
+    quantum = (sizes / k).tolist() if k > 1 else sizes.tolist()
+    start = [_NAN] * n
+    completion = [0.0] * n
+    left = [k] * n
+    runq: deque[int] = deque()
+    popleft, append = runq.popleft, runq.append
+    push, pop = heapq.heappush, heapq.heappop
+    cores: list[tuple[float, int, int]] = []  # (slice end, sequence, request)
+    sleep: list[tuple[float, int, int]] = []  # (wake-up, sequence, request)
+    sleeps = draw is not None or delay > 0.0
+    on: list[float] = []
+    off: list[float] = []
+    seq = 0
+    j = 0
+    ta = arr[0] if n else _INF
+    while True:
+        te = cores[0][0] if cores else _INF
+        tw = sleep[0][0] if sleep else _INF
+        n0 = len(cores)
+        if te <= tw and te <= ta:
+            if te == _INF:
+                break
+            t, _, i = pop(cores)
+            m = left[i] - 1
+            if m:
+                left[i] = m
+                if sleeps:
+                    push(sleep, (t + (delay if draw is None else draw()), seq, i))
+                    seq += 1
+                else:
+                    append(i)
+            else:
+                completion[i] = t
+        elif tw <= ta:
+            t, _, i = pop(sleep)
+            append(i)
+        else:
+            t = ta
+            append(j)
+            j += 1
+            ta = arr[j] if j < n else _INF
+        while runq and len(cores) < c:
+            i = popleft()
+            if start[i] != start[i]:
+                start[i] = t
+            push(cores, (t + quantum[i], seq, i))
+            seq += 1
+        d = len(cores) - n0
+        if d > 0:
+            on.extend([t] * d)
+        elif d < 0:
+            off.extend([t] * -d)
+    st = np.array(start, dtype=float).reshape(-1)
+    done = np.array(completion, dtype=float).reshape(-1)
+    # One slice: the FCFS engines' arithmetic (wait + size), same floats.
+    resp = (st - arrivals) + sizes if k == 1 else done - arrivals
+    return _Trace(st, done, resp), _Busy(on, off)
 
 
 # ---------------------------------------------------------------------------- event engines
@@ -621,6 +780,147 @@ class _FCFSProcess:
                     book.departure[i] = book.deadline[i]
 
 
+class _RRProcess:
+    """One event-loop (round-robin) worker process with ``c`` cores (event object).
+
+    The rules of :func:`_rr` (equal slices, FIFO run queue, a delay between
+    slices) plus client deadlines.  With ``abandon`` (``on_timeout`` "drop"
+    or "deadline") the request leaves at its deadline wherever it is: queued
+    or sleeping (lazy deletion), or on a core (the slice is cut short and
+    the core picks the next request at once).
+    """
+
+    __slots__ = ("g", "c", "book", "k", "delay", "draw", "abandon", "watch", "cores", "runq", "sleep",
+                 "dl", "left", "began", "seq", "on", "off")
+
+    def __init__(self, g: int, c: int, book: _Book, slices: int, delay: float,
+                 draw: Callable[[], float] | None, abandon: bool, watch: bool):
+        self.g, self.c, self.book, self.k = g, c, book, slices
+        self.delay, self.draw = delay, draw
+        self.abandon, self.watch = abandon, watch or abandon
+        self.cores: list[tuple[float, int, int]] = []  # (slice end, sequence, request)
+        self.runq: deque[int] = deque()
+        self.sleep: list[tuple[float, int, int]] = []  # (wake-up, sequence, request)
+        self.dl: list[tuple[float, int]] = []
+        self.left: dict[int, int] = {}  # slices still to run, per request present
+        self.began: dict[int, float] = {}  # start of the running slice, per request on a core
+        self.seq = 0
+        self.on: list[float] = []
+        self.off: list[float] = []
+
+    def _fill(self, t: float, n0: int) -> None:
+        """Free cores take requests from the run queue at ``t``; record the
+        change of the busy-core count from ``n0``."""
+        runq, cores, c = self.runq, self.cores, self.c
+        book = self.book
+        state = book.state
+        while runq and len(cores) < c:
+            i = runq.popleft()
+            if state[i] == _DROPPED:
+                continue
+            if state[i] == _WAITING:
+                state[i] = _SERVING
+                book.start[i] = t
+            self.began[i] = t
+            heapq.heappush(cores, (t + book.size[i] / self.k, self.seq, i))
+            self.seq += 1
+        d = len(cores) - n0
+        if d > 0:
+            self.on.extend([t] * d)
+        elif d < 0:
+            self.off.extend([t] * -d)
+
+    def _times(self) -> tuple[float, float, float]:
+        state, cdone = self.book.state, self.book.client_done
+        sleep, dlh = self.sleep, self.dl
+        while sleep and state[sleep[0][2]] == _DROPPED:
+            heapq.heappop(sleep)
+        while dlh and cdone[dlh[0][1]]:
+            heapq.heappop(dlh)
+        return (self.cores[0][0] if self.cores else _INF, sleep[0][0] if sleep else _INF,
+                dlh[0][0] if dlh else _INF)
+
+    def next_time(self) -> float:
+        return min(self._times())
+
+    def advance(self, T: float) -> float:
+        """Process every slice end, wake-up and deadline at or before ``T`` (in
+        that order at equal times) and return the time of the next event
+        (inf if idle); returns early, at the current event time, when a
+        failure has scheduled a retry."""
+        book = self.book
+        state, cdone, outbox = book.state, book.client_done, book.outbox
+        cores, left, began = self.cores, self.left, self.began
+        pop = heapq.heappop
+        while True:
+            te, tw, td = self._times()
+            nxt = min(te, tw, td)
+            if nxt > T or nxt == _INF:
+                return nxt
+            n0 = len(cores)
+            if te == nxt:
+                _, _, i = pop(cores)
+                del began[i]
+                m = left[i] - 1
+                if m:
+                    left[i] = m
+                    d = self.delay if self.draw is None else self.draw()
+                    if d > 0.0:
+                        heapq.heappush(self.sleep, (te + d, self.seq, i))
+                        self.seq += 1
+                    else:
+                        self.runq.append(i)
+                else:
+                    del left[i]
+                    state[i] = _DONE
+                    book.completion[i] = te
+                    book.departure[i] = te
+                    book.cpu[i] = book.size[i]
+                    if not cdone[i]:
+                        cdone[i] = 1
+                        book.open[self.g] -= 1
+                self._fill(te, n0)
+            elif tw == nxt:
+                self.runq.append(pop(self.sleep)[2])
+                self._fill(tw, n0)
+            else:
+                j = pop(self.dl)[1]
+                book.fail(j, td)
+                if self.abandon and (state[j] == _WAITING or state[j] == _SERVING):
+                    cpu = (self.k - left.pop(j)) * (book.size[j] / self.k)
+                    if j in began:
+                        cpu += td - began.pop(j)
+                        cores[:] = [e for e in cores if e[2] != j]
+                        heapq.heapify(cores)
+                    state[j] = _DROPPED
+                    book.departure[j] = td
+                    book.cpu[j] = cpu
+                    self._fill(td, n0)
+                if outbox:
+                    return td
+
+    def arrive(self, a: float, i: int) -> float:
+        """Request ``i`` arrives at ``a``; returns the time of the next event."""
+        book = self.book
+        book.open[self.g] += 1
+        self.left[i] = self.k
+        if self.watch:
+            heapq.heappush(self.dl, (book.deadline[i], i))
+        self.runq.append(i)
+        self._fill(a, len(self.cores))
+        return self.next_time()
+
+    def finalize(self, T: float) -> None:
+        """Record the CPU received so far by the requests still present."""
+        book, began, k = self.book, self.began, self.k
+        for i, m in self.left.items():
+            if book.state[i] != _DROPPED:
+                book.cpu[i] = (k - m) * (book.size[i] / k) + (T - began[i] if i in began else 0.0)
+
+    def busy(self) -> _Busy:
+        return _Busy(self.on, self.off + [_NAN] * (len(self.on) - len(self.off)))
+
+
 @dataclass
 class _Options:
     """Validated run options (see :func:`simulate`)."""
@@ -640,6 +940,9 @@ class _Options:
     drain: bool = True
     progress: Callable[[float, float], Any] | None = None
     engine: str | None = None  # force "static", "objects" or "global" (tests compare them)
+    slices: int = 1  # round robin: slices per request
+    slice_delay: float = 0.0  # round robin: constant delay between slices (s)
+    delay_service: Service | None = None  # round robin: delay distribution (overrides slice_delay)
 
     @property
     def n_proc(self) -> int:
@@ -671,12 +974,34 @@ def _static_assignment(n: int, opts: _Options, rng: np.random.Generator) -> np.n
     return rng.integers(0, opts.n_proc, size=n, dtype=np.int64)
 
 
-def _make_processes(book: _Book, opts: _Options) -> list[Any]:
+def _delay_draw(opts: _Options, rng: np.random.Generator | None) -> Callable[[], float] | None:
+    """A callable drawing one slice delay (s) per call, in blocks from ``rng``;
+    None for a constant delay."""
+    svc = opts.delay_service
+    if svc is None:
+        return None
+    rng = rng if rng is not None else np.random.default_rng(0)
+    block: list[float] = []
+
+    def draw() -> float:
+        if not block:
+            block.extend(np.asarray(svc.sample(4096, rng), dtype=float).reshape(-1)[::-1].tolist())
+        return block.pop()
+
+    return draw
+
+
+def _make_processes(book: _Book, opts: _Options, rng: np.random.Generator | None = None) -> list[Any]:
     has_timeout = opts.timeout is not None
     watch = has_timeout and (opts.dispatch == "least_connections" or opts.retries > 0)
     if opts.discipline == "ps":
         abandon = has_timeout and opts.on_timeout != "continue"
         return [_PSProcess(g, opts.servers, book, abandon, watch) for g in range(opts.n_proc)]
+    if opts.discipline == "rr":
+        abandon = has_timeout and opts.on_timeout != "continue"
+        draw = _delay_draw(opts, rng)
+        return [_RRProcess(g, opts.servers, book, opts.slices, opts.slice_delay, draw, abandon, watch)
+                for g in range(opts.n_proc)]
     mode = opts.on_timeout if has_timeout else "continue"
     bound = None
     if opts.queue == "adaptive_lifo":
@@ -684,23 +1009,39 @@ def _make_processes(book: _Book, opts: _Options) -> list[Any]:
     return [_FCFSProcess(g, opts.servers, book, mode, watch, bound) for g in range(opts.n_proc)]
 
 
-def _run_static(arrivals: np.ndarray, sizes: np.ndarray, assign: np.ndarray, opts: _Options) -> _Trace:
-    """Engine 1: the one-queue engines, once per process."""
-    engine = _ENGINES[opts.discipline]
+def _run_static(arrivals: np.ndarray, sizes: np.ndarray, assign: np.ndarray, opts: _Options,
+                busy: list | None = None, rng: np.random.Generator | None = None) -> _Trace:
+    """Engine 1: the one-queue engines, once per process.  Round robin also
+    appends each process's busy-core record ``(g, _Busy)`` to ``busy``."""
+    if opts.discipline == "rr":
+        draw = _delay_draw(opts, rng)
+
+        def engine(a: np.ndarray, s: np.ndarray, c: int, g: int = 0) -> _Trace:
+            trace, record = _rr(a, s, c, opts.slices, opts.slice_delay, draw)
+            if busy is not None:
+                busy.append((g, record))
+            return trace
+    else:
+        plain = _ENGINES[opts.discipline]
+
+        def engine(a: np.ndarray, s: np.ndarray, c: int, g: int = 0) -> _Trace:
+            return plain(a, s, c)
     if opts.n_proc == 1:
         return engine(arrivals, sizes, opts.servers)
     start, completion, response = (np.empty(arrivals.size) for _ in range(3))
     for g in range(opts.n_proc):
         idx = np.flatnonzero(assign == g)
         if idx.size:
-            tr = engine(arrivals[idx], sizes[idx], opts.servers)
+            tr = engine(arrivals[idx], sizes[idx], opts.servers, g)
             start[idx], completion[idx], response[idx] = tr.start, tr.completion, tr.response
     return _Trace(start, completion, response)
 
 
-def _run_per_process(book: _Book, assign: np.ndarray, opts: _Options, t_end: float) -> None:
-    """Engine 2: event objects, one process after the other (state-free dispatch, no retries)."""
-    procs = _make_processes(book, opts)
+def _run_per_process(book: _Book, assign: np.ndarray, opts: _Options, t_end: float,
+                     rng: np.random.Generator | None = None) -> list[Any]:
+    """Engine 2: event objects, one process after the other (state-free dispatch, no retries).
+    Returns the process objects."""
+    procs = _make_processes(book, opts, rng)
     book.process = assign.tolist()
     arrival = book.arrival
     if opts.n_proc == 1:
@@ -717,6 +1058,7 @@ def _run_per_process(book: _Book, assign: np.ndarray, opts: _Options, t_end: flo
             arrive(a, i)
         proc.advance(t_end)
         proc.finalize(t_end)
+    return procs
 
 
 # How many events the global loop runs between looks at the wall clock.
@@ -726,15 +1068,15 @@ _PROGRESS_INTERVAL = 1.0
 
 
 def _run_global(book: _Book, assign: np.ndarray | None, opts: _Options, t_end: float, total: float,
-                rng: np.random.Generator) -> tuple[int, float, bool]:
+                rng: np.random.Generator) -> tuple[int, float, bool, list[Any]]:
     """Engine 3: one event loop over every process, in time order.
 
     Events at equal times: process events (completions, deadlines) first,
     then retries, then original arrivals.  Returns the number of original
     requests dispatched, the time reached and whether ``progress`` stopped
-    the run.
+    the run, and the process objects.
     """
-    procs = _make_processes(book, opts)
+    procs = _make_processes(book, opts, rng)
     n_proc = opts.n_proc
     machines, processes = opts.machines, opts.processes
     n0 = len(book.arrival)
@@ -834,7 +1176,7 @@ def _run_global(book: _Book, assign: np.ndarray | None, opts: _Options, t_end: f
             p.t = end
         if end < _INF:
             p.finalize(end)
-    return j, end, stopped
+    return j, end, stopped, procs
 
 
 def _book_table(book: _Book, n_orig: int, n_total_orig: int, opts: _Options, end: float) -> pd.DataFrame:
@@ -947,7 +1289,8 @@ class SimulationResult:
         ``arrival``
             When the request reached the dispatcher.
         ``start``
-            FCFS: when it first got a core (NaN if it never did).  PS: NaN
+            FCFS and round robin: when it first got a core (NaN if it never
+            did).  PS: NaN
             (service starts at arrival, at a shared rate; there is no
             waiting phase).
         ``completion``
@@ -982,7 +1325,7 @@ class SimulationResult:
         ``deadline``
             ``arrival + timeout`` (``inf`` without a timeout).
     discipline : str
-        ``"fcfs"`` or ``"ps"``.
+        ``"fcfs"``, ``"ps"`` or ``"rr"``.
     servers : int
         Cores per worker process.
     duration : float
@@ -1003,6 +1346,14 @@ class SimulationResult:
         The wall-clock time of second 0 when the arrivals were a rate
         series with a DatetimeIndex (``per_second`` stays indexed by seconds
         from 0; add ``origin`` to get timestamps).
+    slices : int
+        Round robin: slices per request (1 otherwise).
+    slice_delay : float or Service
+        Round robin: the delay between slices (s).
+    core_busy : tuple of ndarray or None
+        Round robin: the busy-core record ``(times, steps, process)`` (+1
+        when a core starts working, -1 when it goes idle, NaN time: still
+        busy at the end) behind :meth:`utilization` and ``cpu_busy``.
     """
 
     requests: pd.DataFrame
@@ -1015,6 +1366,9 @@ class SimulationResult:
     end: float = math.nan
     stopped: bool = False
     origin: Any = None
+    slices: int = 1
+    slice_delay: Any = 0.0
+    core_busy: Any = None
 
     # ------------------------------------------------------------------ helpers
     @property
@@ -1065,6 +1419,13 @@ class SimulationResult:
         end = self._end
         finish = req["departure"].to_numpy()
         finish = np.where(np.isnan(finish), end, finish)
+        if self.discipline == "rr":
+            # Recorded by the engine: +1 when a core leaves idleness, -1 when it
+            # goes idle (NaN: still busy at the end of the run).
+            times, steps, _ = self.core_busy
+            times = np.where(np.isnan(times), end, times)
+            order = np.argsort(times, kind="stable")
+            return times[order], np.cumsum(steps[order])
         if self.discipline == "fcfs":
             begin = req["start"].to_numpy()
             started = ~np.isnan(begin)
@@ -1333,8 +1694,9 @@ def _run(arrivals: np.ndarray, sizes: np.ndarray, discipline: str, servers: int,
     use_global = (opts.dispatch == "least_connections" and opts.n_proc > 1) or \
         (opts.retries > 0 and timeout is not None) or opts.progress is not None or opts.engine == "global"
     static = not use_global and not opts.server_reacts and opts.drain and opts.engine != "objects"
+    busy: list | None = [] if opts.discipline == "rr" else None
     if static:
-        trace = _run_static(arrivals, sizes, assign, opts)
+        trace = _run_static(arrivals, sizes, assign, opts, busy, rng)
         deadline = arrivals + timeout if timeout is not None else np.full(n, np.inf)
         end = max(duration or 0.0, float(trace.completion.max()) if n else 0.0)
         requests = _assemble(arrivals, trace.start, trace.completion, trace.response, sizes,
@@ -1347,10 +1709,12 @@ def _run(arrivals: np.ndarray, sizes: np.ndarray, discipline: str, servers: int,
                      opts.retry_backoff, opts.retry_backoff_factor)
         if use_global:
             total = float(duration) if duration is not None else (float(arrivals[-1]) if n else 0.0)
-            n_orig, end, stopped = _run_global(book, assign, opts, t_end, total, rng)
+            n_orig, end, stopped, procs = _run_global(book, assign, opts, t_end, total, rng)
         else:
-            _run_per_process(book, assign, opts, t_end)
+            procs = _run_per_process(book, assign, opts, t_end, rng)
             n_orig, end = n, t_end
+        if busy is not None:
+            busy.extend((g, p.busy()) for g, p in enumerate(procs))
         if end == _INF:
             dep = np.asarray(book.departure, dtype=float)
             end = max(duration or 0.0, float(np.nanmax(dep)) if dep.size else 0.0)
@@ -1360,8 +1724,27 @@ def _run(arrivals: np.ndarray, sizes: np.ndarray, discipline: str, servers: int,
         duration = float(np.nanmax(done)) if n and not np.isnan(done).all() else 0.0
     if opts.progress is not None and not stopped:
         opts.progress(end, end)
+    core_busy = _busy_arrays(busy) if busy is not None else None
     return SimulationResult(requests, opts.discipline, opts.servers, float(duration), opts.processes,
-                            opts.machines, timeout, float(end), stopped, origin)
+                            opts.machines, timeout, float(end), stopped, origin, opts.slices,
+                            opts.slice_delay if opts.delay_service is None else opts.delay_service,
+                            core_busy)
+
+
+def _busy_arrays(records: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Flatten per-process ``(g, _Busy)`` records into (times, +1/-1 steps,
+    process); an ``off`` that is NaN (still busy) stays NaN."""
+    times, steps, procs = [], [], []
+    for g, rec in records:
+        off = list(rec.off) + [_NAN] * (len(rec.on) - len(rec.off))
+        times.append(np.asarray(rec.on, dtype=float))
+        times.append(np.asarray(off, dtype=float))
+        steps.append(np.ones(len(rec.on)))
+        steps.append(-np.ones(len(off)))
+        procs.append(np.full(len(rec.on) + len(off), g, dtype=np.int64))
+    if not times:
+        return np.zeros(0), np.zeros(0), np.zeros(0, dtype=np.int64)
+    return np.concatenate(times), np.concatenate(steps), np.concatenate(procs)
 
 
 def _choice(value: Any, name: str, choices: tuple[str, ...]) -> str:
@@ -1383,7 +1766,7 @@ def simulate(arrivals: Any, service: Service | float, discipline: str = "fcfs", 
              retries: int = 0, retry_backoff: float = 1.0, duration: float | None = None,
              seed: Any = None, progress: Callable[[float, float], Any] | None = None, *,
              queue_delay_bound: float | None = None, retry_backoff_factor: float = 1.0,
-             drain: bool = True) -> SimulationResult:
+             drain: bool = True, slices: int = 1, slice_delay: float | Service = 0.0) -> SimulationResult:
     """Simulate a service exactly, request by request, in or out of overload.
 
     Parameters
@@ -1399,10 +1782,12 @@ def simulate(arrivals: Any, service: Service | float, discipline: str = "fcfs", 
         CPU time per request in seconds: a :class:`~capacity.Service` with
         scalar parameters, or a bare number meaning an exponential with that
         mean.  A retry needs the same CPU time as its original request.
-    discipline : {"fcfs", "ps"}
-        Inside each worker process: first come first served, or processor
+    discipline : {"fcfs", "ps", "rr"}
+        Inside each worker process: first come first served, processor
         sharing where each of the ``n`` requests present is served at rate
-        ``min(1, servers/n)``.
+        ``min(1, servers/n)``, or event-loop round robin: each request's CPU
+        is ``slices`` equal slices through one FIFO run queue (see
+        ``slices``).
     servers : int
         Cores per worker process (>= 1).  A Node.js process is one core.
     processes : int
@@ -1501,6 +1886,25 @@ def simulate(arrivals: Any, service: Service | float, discipline: str = "fcfs", 
         continues until every request (and retry) has left the servers.
         False: the run ends at ``duration`` and what is still in the servers
         is ``"in_flight"`` (or ``"timed_out"``).
+    slices : int
+        Keyword only, ``discipline="rr"``.  A request of CPU size ``x`` runs
+        as ``slices`` slices of ``x / slices`` seconds (the code between two
+        ``await`` points of a Node.js handler).  It joins the back of the
+        process's FIFO run queue on arrival; a free core takes the request at
+        the head and runs one slice; when the slice ends the request leaves
+        (last slice) or, after ``slice_delay``, joins the back of the run
+        queue again.  ``slices=1`` is FCFS (same table).  For large
+        ``slices`` every request present gets one slice per cycle, i.e. CPU
+        in proportion to its size: the limit is processor sharing only when
+        all sizes are equal (deterministic service); otherwise it is a
+        discriminatory processor sharing with weights proportional to the
+        sizes, in which every request needs the same number of cycles.
+    slice_delay : float or Service
+        Keyword only, ``discipline="rr"``.  Non-CPU delay between two slices
+        of a request (a zero-delay timer's ~1 ms, an I/O wait), seconds: a
+        constant, or a :class:`~capacity.Service` drawn afresh for every gap.
+        During the delay the request holds no core and is not in the run
+        queue; other requests run.  Default 0.
 
     Returns
     -------
@@ -1538,6 +1942,16 @@ def simulate(arrivals: Any, service: Service | float, discipline: str = "fcfs", 
       is a lazy deletion from it.  Simultaneous arrivals are handled
       exactly: 30 requests of 1 s arriving together on one core all leave
       at 30 s (FCFS: at 1, 2, ..., 30 s).
+    * Round robin (``"rr"``): one loop over the slices (about ``slices``
+      events per request); one core without delay follows the core's clock
+      alone, otherwise heaps of slice ends and wake-ups.  At equal times
+      slice ends come first, then wake-ups, then arrivals, then free cores
+      pick from the run queue.  With ``on_timeout`` ``"drop"`` (and
+      ``"deadline"``, which behaves as ``"drop"``: the finish time of a
+      sliced request is not known when it starts) the request leaves at its
+      deadline from the run queue, from a delay, or from a core (the slice
+      is cut short).  Adaptive LIFO is not available (FCFS only).
+      ``start`` is the start of the first slice.
     * Several processes: with round-robin or random dispatch and a server
       that ignores timeouts, each process is simulated on its own with the
       engines above (dispatch does not depend on the state).  Least
@@ -1569,8 +1983,19 @@ def simulate(arrivals: Any, service: Service | float, discipline: str = "fcfs", 
     K. Nichols and V. Jacobson, "Controlling queue delay", ACM Queue 10(5)
     (2012).
 
+    L. Kleinrock, *Queueing Systems, Volume 2* (1976), sec. 4.4 (round
+    robin with a finite quantum and its processor-sharing limit).
+
     Examples
     --------
+    Two 2-second requests in two slices each (event-loop round robin):
+
+    >>> from capacity import Service
+    >>> from capacity.sim import simulate
+    >>> rr = simulate([0.0, 0.5], Service.deterministic(2.0), discipline="rr", slices=2)
+    >>> rr.requests["completion"].tolist()
+    [3.0, 4.0]
+
     Thirty 1-second requests arriving together on one core:
 
     >>> from capacity import Service
@@ -1598,7 +2023,24 @@ def simulate(arrivals: Any, service: Service | float, discipline: str = "fcfs", 
     >>> bool(ci.low < 2.0 < ci.high), round(run.utilization(), 2)
     (True, 0.5)
     """
-    discipline = _choice(discipline, "discipline", ("fcfs", "ps"))
+    discipline = _choice(discipline, "discipline", ("fcfs", "ps", "rr"))
+    slices = _count(slices, "slices", 1)
+    delay_service = None
+    if isinstance(slice_delay, Service):
+        if slice_delay.shape != ():
+            raise ValueError(f"slice_delay must have scalar parameters for a simulation, got parameter "
+                             f"shape {slice_delay.shape}")
+        delay_service = slice_delay
+        slice_delay = float(slice_delay.mean)
+    else:
+        sd = check_nonnegative(slice_delay, "slice_delay")
+        if sd.ndim != 0 or not np.isfinite(sd):
+            raise ValueError(f"slice_delay must be one finite number of seconds >= 0 or a Service, "
+                             f"got {slice_delay!r}")
+        slice_delay = float(sd)
+    if discipline != "rr" and (slices != 1 or slice_delay != 0.0 or delay_service is not None):
+        raise ValueError(f"slices and slice_delay need discipline='rr', got discipline={discipline!r} "
+                         f"with slices={slices!r}, slice_delay={slice_delay!r}")
     c_arr = check_servers(servers, "servers")
     if c_arr.ndim != 0:
         raise ValueError(f"servers must be a single integer, got {servers!r}")
@@ -1649,5 +2091,6 @@ def simulate(arrivals: Any, service: Service | float, discipline: str = "fcfs", 
     options = _Options(discipline=discipline, servers=int(c_arr), processes=processes, machines=machines,
                        dispatch=dispatch, timeout=timeout, on_timeout=on_timeout, queue=queue,
                        queue_delay_bound=queue_delay_bound, retries=retries, retry_backoff=retry_backoff,
-                       retry_backoff_factor=retry_backoff_factor, drain=bool(drain), progress=progress)
+                       retry_backoff_factor=retry_backoff_factor, drain=bool(drain), progress=progress,
+                       slices=slices, slice_delay=slice_delay, delay_service=delay_service)
     return _run(times, sizes, discipline, int(c_arr), horizon, options, rng, origin)

@@ -1,0 +1,494 @@
+"""Event-loop round robin: each request's CPU in ``slices`` equal slices through a FIFO run queue.
+
+How a Node.js process schedules a handler that ``await``\\ s: the CPU work
+between two awaits (a *slice*) runs to completion, then the request goes to
+the back of the run queue (after ``slice_delay`` seconds of non-CPU wait: a
+zero-delay timer, an I/O round trip), and the next request in the queue
+runs.  A request of CPU size ``S`` is ``k = slices`` slices of ``S / k``
+seconds.  Arrivals are Poisson (``arrival_rate``, requests/s); ``servers``
+cores serve the one run queue.  The exact model is
+:func:`capacity.sim.simulate` with ``discipline="rr"``; this module gives
+fast formulas.
+
+What is exact
+-------------
+* ``slices=1`` is FCFS: every function here returns exactly the
+  :mod:`capacity.fcfs` value (M/G/c, Pollaczek-Khinchine and its transform).
+* Deterministic service (every request the same ``D``) is the classical
+  round robin with a fixed quantum ``Q = D / k`` in which every request
+  needs exactly ``k`` quanta; as ``k -> inf`` it tends to processor sharing
+  (Kleinrock 1976, sec. 4.4; Kleinrock 1967), which the formulas below
+  reproduce exactly in that limit.
+* Equal slices are *not* the classical fixed-quantum round robin when sizes
+  vary: the quantum ``S / k`` is proportional to the request's size, so in
+  each cycle of the run queue a request gets CPU in proportion to its size.
+  For large ``k`` this tends to a discriminatory processor sharing with
+  weights equal to the sizes (every request needs the same ``k`` cycles),
+  not to egalitarian PS; its mean response is *larger* than both FCFS and
+  PS (exponential service, utilisation 0.8: about 8.3 s at ``k = 50``
+  against 5 s for both).  Kleinrock's closed forms (geometric number of
+  quanta of a fixed length) do not cover this, and we know of no closed form
+  for ``1 < k < inf``; the values in between are therefore an
+  approximation calibrated against the exact simulator.
+
+The approximation
+-----------------
+Quantile by quantile (and for the mean) the response time is interpolated
+between FCFS (``k = 1``) and a large-``k`` limit ``L``::
+
+    T_k = T_FCFS + g(k) (L - T_FCFS),      g(k) = 1 - k^(-beta)
+    L   = T_PS + gamma * scv * (T_PS - E[S]) * (1 + delta * rho)
+
+where ``T_PS`` is the PS value (:mod:`capacity.ps`) of the same statistic
+and ``scv`` the squared coefficient of variation of the service time.  For
+deterministic service the limit is exactly PS.  ``(beta, gamma, delta)``
+were fitted by least squares to exact simulations (4e5 requests per point,
+one core, ``E[S] = 1``; 20 (rho, scv) points x k in {2, 5, 10, 50}):
+
+========  ======  ======  ======
+stat      beta    gamma   delta
+========  ======  ======  ======
+mean      0.6908  0.4887  1.0218
+p90       0.6167  0.2308  3.0
+p99       0.5959  0.1180  0.8652
+p99.9     0.4458  0.0604  -0.9
+========  ======  ======  ======
+
+Between p90 and p99.9 the parameters are interpolated linearly in
+``log10(1 - q)``; outside they are held at the end values.  A quantile
+is a comonotone mixture of the FCFS and limit quantiles, so the mean and the
+quantiles come from one distribution only approximately (the mean has its
+own parameters).
+
+Measured error (model / simulation - 1, percent; max over the 4 scv for each
+(rho, k), scv in {0, 0.5, 1, 2}: deterministic, Erlang-2, exponential, H2)::
+
+    rho   k    mean    p99         rho   k    mean    p99
+    0.3   2    -0.9    +2.0        0.8   2    +2.3    +2.6
+    0.3   5    -1.3    +1.7        0.8   5    -0.9    -3.1
+    0.3  10    -1.2    -2.1        0.8  10    -1.6    -3.8
+    0.3  50    -0.6    +3.1        0.8  50    -1.3    -2.7
+    0.5   2    +0.8    +1.1        0.9   2    +2.5    +4.3
+    0.5   5    -1.5    -2.7        0.9   5    -0.4    +3.3
+    0.5  10    -1.6    -3.2        0.9  10    -1.4    -3.7
+    0.5  50    -1.1    -2.4        0.9  50    -1.4    +5.2
+    0.7   2    +1.8    +2.5
+    0.7   5    -1.2    -3.2
+    0.7  10    -1.7    -3.7
+    0.7  50    -1.2    +2.8
+
+Over the whole grid: mean within 2.5 %, p90 within 7.3 %, p99 within 5.2 %,
+p99.9 within 18 % (rms 5.5 %).  The median is not modelled well (up to
+70 % off at scv 2): use quantiles >= p90.  The simulation noise of p99.9 at
+rho = 0.9 is itself several percent.  Several cores: the same interpolation
+with the M/G/c FCFS and M/G/c-PS values (not calibrated for c > 1).
+
+The slice delay
+---------------
+A request sleeps ``k - 1`` times, so its response gains ``(k - 1) d``.
+While it sleeps it is not in the run queue, which shortens the others'
+queueing; the model ignores that relief, so it over-predicts.  Measured
+(deterministic service, CPU part = response - (k-1) d, against d = 0)::
+
+    rho   k   d/E[S]:   0.02     0.1     0.3     1.0
+    0.5   5            -0.2%   -3.6%   -14%    -28%
+    0.8   5            -0.1%   -2.0%   -7.9%   -20%
+    0.5   2             0.0%   -0.3%   -2.6%   -10%
+    0.8   2             0.0%   -0.1%   -1.4%   -6.3%
+
+(the model error is minus these numbers on the CPU part).  For Node.js
+zero-delay timers (d ~ 1 ms against slices of several ms) this is a few
+percent; with long I/O waits between slices use the simulator.
+
+References
+----------
+L. Kleinrock, *Queueing Systems, Volume 2: Computer Applications*, Wiley
+(1976), sec. 4.4 (round robin, quantum -> 0 gives processor sharing).
+
+L. Kleinrock, "Time-shared systems: a theoretical treatment", JACM 14(2)
+(1967) 242-261 (round robin with a finite quantum).
+
+G. Fayolle, I. Mitrani and R. Iasnogorodski, "Sharing a processor among
+many job classes", JACM 27(3) (1980) 519-532 (discriminatory processor
+sharing, the large-``k`` limit with size weights).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from . import fcfs, ps
+from ._common import prepare
+from ._validation import as_float_array, check_nonnegative, check_quantile
+from .distributions import Service
+
+__all__ = ["conditional_mean_response", "mean_number", "mean_response", "response_quantile", "response_sf"]
+
+ArrayLike = Any
+
+# Fitted (beta, gamma, delta) of the module docstring.
+_MEAN_PARAMS = (0.6908, 0.4887, 1.0218)
+_Q_LOG = np.array([-1.0, -2.0, -3.0])  # log10(1 - q) at p90, p99, p99.9
+_Q_PARAMS = np.array([[0.6167, 0.2308, 3.0],
+                      [0.5959, 0.1180, 0.8652],
+                      [0.4458, 0.0604, -0.9]])
+# Tail probabilities P(T > t) at which response_sf evaluates the quantile
+# (16 levels: each costs one PS quantile per point).
+_SF_LEVELS = np.array([0.9, 0.7, 0.5, 0.3, 0.2, 0.1, 0.05, 0.02, 1e-2, 5e-3, 2e-3, 1e-3, 1e-4, 1e-5, 1e-6, 1e-7])
+_SF_GRID = 1.0 - _SF_LEVELS
+
+
+def _out(arr):
+    arr = np.asarray(arr)
+    return arr.item() if arr.ndim == 0 else arr
+
+
+def _check_slices(slices: ArrayLike) -> np.ndarray:
+    if isinstance(slices, (bool, np.bool_)):
+        raise ValueError(f"slices must be an integer >= 1, got {slices!r}")
+    k = as_float_array(slices, "slices")
+    bad = ~np.isfinite(k) | (k < 1) | (k != np.round(k))
+    if bad.any():
+        raise ValueError(f"slices must be an integer >= 1, got {np.asarray(k)[bad].ravel()[0]!r}")
+    return k
+
+
+def _check_delay(slice_delay: ArrayLike) -> np.ndarray:
+    if isinstance(slice_delay, Service):
+        return np.asarray(slice_delay.mean, dtype=float)
+    d = check_nonnegative(slice_delay, "slice_delay")
+    if not np.all(np.isfinite(d)):
+        raise ValueError(f"slice_delay must be finite, got {slice_delay!r}")
+    return d
+
+
+def _weights(k: np.ndarray, rho: np.ndarray, scv: np.ndarray, params) -> tuple[np.ndarray, np.ndarray]:
+    """g(k) and the limit's multiplier of (T_PS - E[S]) (see the module docstring)."""
+    beta, gamma, delta = params
+    g = 1.0 - k ** (-beta)
+    return g, gamma * scv * (1.0 + delta * rho)
+
+
+def _q_params(q: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    x = np.clip(np.log10(np.maximum(1.0 - q, 1e-300)), -3.0, -1.0)
+    return tuple(np.interp(-x, -_Q_LOG, _Q_PARAMS[:, j]) for j in range(3))
+
+
+def _mean(inp, k: np.ndarray, d: np.ndarray, shape: tuple) -> np.ndarray:
+    t_f = np.broadcast_to(np.asarray(fcfs.mean_response(inp.arrival_rate, inp.service, inp.servers)), shape)
+    t_p = np.broadcast_to(np.asarray(ps.mean_response(inp.arrival_rate, inp.service, inp.servers)), shape)
+    es = np.broadcast_to(inp.mean_service, shape)
+    rho = np.broadcast_to(inp.utilization, shape)
+    scv = np.broadcast_to(np.asarray(inp.service.scv, dtype=float), shape)
+    stable = np.broadcast_to(inp.stable, shape)
+    g, excess = _weights(np.broadcast_to(k, shape), rho, scv, _MEAN_PARAMS)
+    with np.errstate(invalid="ignore"):
+        limit = t_p + excess * (t_p - es)
+        out = t_f + g * (limit - t_f) + (np.broadcast_to(k, shape) - 1.0) * np.broadcast_to(d, shape)
+    # k = 1 is FCFS exactly (no rounding through the interpolation).
+    out = np.where(np.broadcast_to(k, shape) == 1, t_f, out)
+    return np.where(stable, out, np.inf)
+
+
+def mean_response(arrival_rate: ArrayLike, service: Service | ArrayLike, servers: ArrayLike = 1,
+                  slices: ArrayLike = 1, slice_delay: ArrayLike = 0.0):
+    """Mean response time of event-loop round robin with ``slices`` slices, seconds.
+
+    Parameters
+    ----------
+    arrival_rate : float or array_like
+        Poisson arrival rate, requests/s (>= 0).
+    service : Service or float
+        CPU time per request, seconds (a bare number: exponential).
+    servers : int or array_like of int
+        Cores serving the one run queue.
+    slices : int or array_like of int
+        Slices per request (>= 1): the request's CPU ``S`` runs as ``slices``
+        pieces of ``S / slices``.  1 is FCFS.
+    slice_delay : float, array_like or Service
+        Non-CPU delay between two slices, seconds (>= 0); a Service counts
+        by its mean.
+
+    Returns
+    -------
+    float or ndarray
+        E[T] in seconds; ``inf`` where the utilisation is >= 1.
+
+    Notes
+    -----
+    ``slices=1``: exactly :func:`capacity.fcfs.mean_response`.  Otherwise an
+    approximation: ``E[T_FCFS] + g(k) (L - E[T_FCFS]) + (k - 1) d`` with the
+    limit ``L`` and the weight ``g`` of the module docstring, which also
+    lists the measured error (within 2.5 % of exact simulation over
+    utilisation 0.3-0.9, k 2-50, scv 0-2, d = 0).  Exact for deterministic
+    service as ``k -> inf`` (processor sharing).
+
+    References
+    ----------
+    See the module docstring (Kleinrock 1976, sec. 4.4; Kleinrock 1967).
+
+    Examples
+    --------
+    >>> from capacity import Service, rr, fcfs
+    >>> rr.mean_response(0.5, Service.deterministic(1.0)) == fcfs.mean_response(0.5, Service.deterministic(1.0))
+    True
+    >>> round(rr.mean_response(0.5, Service.deterministic(1.0), slices=5), 3)
+    1.836
+    """
+    k = _check_slices(slices)
+    d = _check_delay(slice_delay)
+    inp = prepare(arrival_rate, service, servers)
+    shape = np.broadcast_shapes(inp.shape, k.shape, d.shape)
+    if k.ndim == 0 and k == 1:
+        return fcfs.mean_response(arrival_rate, service, servers) if shape == inp.shape else \
+            _out(np.broadcast_to(np.asarray(fcfs.mean_response(arrival_rate, service, servers)), shape))
+    return _out(_mean(inp, k, d, shape))
+
+
+def mean_number(arrival_rate: ArrayLike, service: Service | ArrayLike, servers: ArrayLike = 1,
+                slices: ArrayLike = 1, slice_delay: ArrayLike = 0.0):
+    """Mean number of requests in the process (running, queued or sleeping).
+
+    Parameters
+    ----------
+    arrival_rate, service, servers, slices, slice_delay
+        As in :func:`mean_response`.
+
+    Returns
+    -------
+    float or ndarray
+        ``arrival_rate * E[T]`` (Little's law, exact given E[T]); ``inf``
+        where unstable.
+
+    Notes
+    -----
+    Approximate exactly as :func:`mean_response` is (exact for ``slices=1``).
+
+    References
+    ----------
+    J. D. C. Little, Operations Research 9 (1961) 383-387.
+
+    Examples
+    --------
+    >>> from capacity import rr
+    >>> rr.mean_number(0.5, 1.0)
+    1.0
+    """
+    et = np.asarray(mean_response(arrival_rate, service, servers, slices, slice_delay), dtype=float)
+    lam = np.asarray(prepare(arrival_rate, service, servers).arrival_rate, dtype=float)
+    with np.errstate(invalid="ignore"):
+        out = np.where(np.isfinite(et), lam * np.where(np.isfinite(et), et, 0.0), np.inf)
+    return _out(out)
+
+
+def conditional_mean_response(size: ArrayLike, arrival_rate: ArrayLike, service: Service | ArrayLike,
+                              servers: ArrayLike = 1, slices: ArrayLike = 1, slice_delay: ArrayLike = 0.0):
+    """Mean response time of a request needing ``size`` seconds of CPU (approximation).
+
+    Parameters
+    ----------
+    size : float or array_like
+        The request's CPU time x, seconds (>= 0).
+    arrival_rate, service, servers, slices, slice_delay
+        As in :func:`mean_response`.
+
+    Returns
+    -------
+    float or ndarray
+        E[T | S = x] in seconds; ``inf`` where unstable.
+
+    Notes
+    -----
+    ``slices=1``: exactly ``x + E[W_FCFS]`` (the FCFS wait does not depend on
+    the request's own size).  Otherwise the waiting part is split as in
+    :func:`mean_response`: a FCFS share ``(1 - g) E[W_FCFS]`` independent
+    of x, a PS share ``g E[W_PS] x / E[S]`` proportional to x, and the
+    excess of the size-weighted limit as a constant, so that averaging over
+    the size distribution gives :func:`mean_response` exactly.  An
+    approximation not separately calibrated: in the large-``k`` limit every
+    request needs the same number of run-queue cycles, so the response
+    depends on x less than under PS.
+
+    References
+    ----------
+    See the module docstring.
+
+    Examples
+    --------
+    >>> from capacity import rr
+    >>> round(rr.conditional_mean_response(0.3, 0.5, 1.0), 6)  # FCFS: x + E[W] = 0.3 + 1
+    1.3
+    """
+    x = check_nonnegative(size, "size")
+    k = _check_slices(slices)
+    d = _check_delay(slice_delay)
+    inp = prepare(arrival_rate, service, servers)
+    shape = np.broadcast_shapes(x.shape, inp.shape, k.shape, d.shape)
+    es = np.broadcast_to(inp.mean_service, shape)
+    stable = np.broadcast_to(inp.stable, shape)
+    w_f = np.broadcast_to(np.asarray(fcfs.mean_wait(inp.arrival_rate, inp.service, inp.servers)), shape)
+    t_p = np.broadcast_to(np.asarray(ps.mean_response(inp.arrival_rate, inp.service, inp.servers)), shape)
+    total = np.broadcast_to(_mean(inp, k, np.zeros(()), inp.shape if k.ndim == 0 else
+                                  np.broadcast_shapes(inp.shape, k.shape)), shape)
+    rho = np.broadcast_to(inp.utilization, shape)
+    scv = np.broadcast_to(np.asarray(inp.service.scv, dtype=float), shape)
+    kb = np.broadcast_to(k, shape)
+    g, _ = _weights(kb, rho, scv, _MEAN_PARAMS)
+    xs = np.broadcast_to(x, shape)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        w_p = t_p - es
+        fixed = total - es - (1.0 - g) * w_f - g * w_p  # the size-independent excess
+        out = xs + (1.0 - g) * w_f + g * w_p * xs / es + fixed + (kb - 1.0) * np.broadcast_to(d, shape)
+    out = np.where(kb == 1, xs + w_f, out)
+    return _out(np.where(stable, out, np.inf))
+
+
+def _quantile(qb: np.ndarray, inp, k: np.ndarray, d: np.ndarray, shape: tuple) -> np.ndarray:
+    """Quantiles for a probability array broadcast to ``shape`` (one call each to
+    the FCFS and PS quantile functions)."""
+    kb = np.broadcast_to(k, shape)
+    stable = np.broadcast_to(inp.stable, shape)
+    lam = np.broadcast_to(inp.arrival_rate, shape)
+    c = np.broadcast_to(inp.servers, shape)
+    svc = inp.service
+    q_f = np.broadcast_to(np.asarray(fcfs.response_quantile(qb, lam, svc, c), dtype=float), shape)
+    need = (kb > 1) & stable
+    if not need.any():
+        return np.where(stable, q_f, np.inf)
+    q_p = np.broadcast_to(np.asarray(ps.response_quantile(qb, lam, svc, c), dtype=float), shape)
+    es = np.broadcast_to(inp.mean_service, shape)
+    rho = np.broadcast_to(inp.utilization, shape)
+    scv = np.broadcast_to(np.asarray(inp.service.scv, dtype=float), shape)
+    beta, gamma, delta = _q_params(qb)
+    g = 1.0 - kb ** (-beta)
+    with np.errstate(invalid="ignore"):
+        limit = q_p + gamma * scv * (1.0 + delta * rho) * (q_p - es)
+        out = q_f + g * (limit - q_f) + (kb - 1.0) * np.broadcast_to(d, shape)
+    out = np.where(kb == 1, q_f, out)
+    return np.where(stable, out, np.inf)
+
+
+def response_quantile(q: ArrayLike, arrival_rate: ArrayLike, service: Service | ArrayLike,
+                      servers: ArrayLike = 1, slices: ArrayLike = 1, slice_delay: ArrayLike = 0.0):
+    """Quantile of the response time of event-loop round robin, seconds.
+
+    Parameters
+    ----------
+    q : float or array_like
+        Probability in (0, 1), e.g. 0.99.
+    arrival_rate, service, servers, slices, slice_delay
+        As in :func:`mean_response`.
+
+    Returns
+    -------
+    float or ndarray
+        The q-quantile in seconds; ``inf`` where the utilisation is >= 1.
+
+    Notes
+    -----
+    ``slices=1``: exactly :func:`capacity.fcfs.response_quantile`.
+    Otherwise the approximation of the module docstring: the FCFS and PS
+    quantiles (one vectorised call each) blended with weights calibrated
+    per quantile level, plus ``(k - 1) d``.  Measured p99 error within
+    5.2 %, p90 7.3 %, p99.9 18 %; below p90 unreliable (module docstring).
+    PS quantiles with ``servers > 1`` exist only for exponential service
+    (``NotImplementedError`` otherwise, from :mod:`capacity.ps`).
+
+    References
+    ----------
+    See the module docstring.
+
+    Examples
+    --------
+    >>> from capacity import rr, fcfs
+    >>> rr.response_quantile(0.99, 0.5, 1.0) == fcfs.response_quantile(0.99, 0.5, 1.0)
+    True
+    """
+    qq = check_quantile(q, "q")
+    k = _check_slices(slices)
+    d = _check_delay(slice_delay)
+    inp = prepare(arrival_rate, service, servers)
+    shape = np.broadcast_shapes(qq.shape, inp.shape, k.shape, d.shape)
+    if k.ndim == 0 and k == 1:
+        return fcfs.response_quantile(q, arrival_rate, service, servers)
+    return _out(_quantile(np.broadcast_to(qq, shape), inp, k, d, shape))
+
+
+def response_sf(t: ArrayLike, arrival_rate: ArrayLike, service: Service | ArrayLike,
+                servers: ArrayLike = 1, slices: ArrayLike = 1, slice_delay: ArrayLike = 0.0):
+    """P(T > t) for event-loop round robin.
+
+    Parameters
+    ----------
+    t : float or array_like
+        Time, seconds (>= 0).
+    arrival_rate, service, servers, slices, slice_delay
+        As in :func:`mean_response`.
+
+    Returns
+    -------
+    float or ndarray
+        P(T > t); 1 where the utilisation is >= 1.
+
+    Notes
+    -----
+    ``slices=1``: exactly :func:`capacity.fcfs.response_sf`.  Otherwise the
+    inverse of :func:`response_quantile`: the quantile is evaluated once on
+    a fixed grid of 16 tail probabilities (0.9 down to 1e-7) and
+    ``log P(T > t)`` is interpolated linearly in t between grid points
+    (the last segment extrapolated: an exponential tail; ``1 - 0.1 t /
+    t_0.1`` below the first grid point).  Same accuracy as
+    :func:`response_quantile` in the tail (p90 and beyond).  Cost: 16 PS
+    quantiles per point (slow for non-exponential service until the PS
+    quantile is fast).
+
+    References
+    ----------
+    See the module docstring.
+
+    Examples
+    --------
+    >>> from capacity import rr, fcfs
+    >>> rr.response_sf(3.0, 0.5, 1.0) == fcfs.response_sf(3.0, 0.5, 1.0)
+    True
+    """
+    t_arr = check_nonnegative(t, "t")
+    k = _check_slices(slices)
+    d = _check_delay(slice_delay)
+    inp = prepare(arrival_rate, service, servers)
+    shape = np.broadcast_shapes(t_arr.shape, inp.shape, k.shape, d.shape)
+    if k.ndim == 0 and k == 1:
+        return fcfs.response_sf(t, arrival_rate, service, servers)
+    # One quantile evaluation on the grid (a trailing axis), then interpolation.
+    gshape = shape + (_SF_GRID.size,)
+
+    def ex(a: Any) -> np.ndarray:
+        return np.broadcast_to(a, shape)[..., None]
+
+    class _Grid:  # the prepared inputs with a trailing grid axis
+        arrival_rate = ex(inp.arrival_rate)
+        servers = ex(inp.servers)
+        mean_service = ex(inp.mean_service)
+        utilization = ex(inp.utilization)
+        stable = ex(inp.stable)
+        service = inp.service._expand(1) if inp.service.shape != () else inp.service
+
+    tq = _quantile(np.broadcast_to(_SF_GRID, gshape), _Grid, ex(k), ex(d), gshape)
+    tq = np.maximum.accumulate(tq, axis=-1)  # guard the monotonicity of the blended quantiles
+    logp = np.log(_SF_LEVELS)  # log P(T > t) at the grid quantiles
+    x = np.broadcast_to(t_arr, shape)
+    finite = np.isfinite(tq[..., 0])
+    tq = np.where(finite[..., None], tq, np.arange(_SF_GRID.size, dtype=float))
+    # Row-wise linear interpolation of log P(T > t) in t (vectorised searchsorted).
+    idx = np.clip((tq <= x[..., None]).sum(axis=-1), 1, _SF_GRID.size - 1)
+    t0 = np.take_along_axis(tq, (idx - 1)[..., None], -1)[..., 0]
+    t1 = np.take_along_axis(tq, idx[..., None], -1)[..., 0]
+    l0, l1 = logp[idx - 1], logp[idx]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        frac = np.where(t1 > t0, (x - t0) / (t1 - t0), 1.0)
+        inner = np.exp(l0 + frac * (l1 - l0))  # extrapolates the last segment in the far tail
+        head = 1.0 - (1.0 - _SF_LEVELS[0]) * x / tq[..., 0]
+    out = np.where(x <= tq[..., 0], head, inner)
+    out = np.where(finite, out, 1.0)
+    return _out(np.clip(out, 0.0, 1.0))
