@@ -3,7 +3,7 @@
 ``capacity --version`` prints the version; ``capacity example`` prints the
 worked example from the README (the QPS at which a 25 ms-per-request Node.js
 process crosses a 1 s p99).  The planning subcommands ``ceiling``,
-``servers`` and ``timeout`` are thin front ends to :mod:`capacity.plan`:
+``servers``, ``timeout``, ``scaling`` and ``gc`` are thin front ends to :mod:`capacity.plan`:
 each prints a table and a paragraph of explanation, or JSON with ``--json``.
 
 Times take units (``250us``, ``25ms``, ``1.5s``, ``2min``; a bare number is
@@ -38,6 +38,8 @@ examples:
   capacity servers --qps 500 --cpu 25ms --slo p99=200ms --per-machine 4 --redundancy 1
   capacity timeout --cpu 25ms --servers 4 --timeout 1s --max-fraction 0.1%
   capacity timeout --p999 120ms --user-limit 2s            # the 3 x P99.9 rule
+  capacity scaling --qps 300 --cpu 25ms --slo p99=500ms --cores-per-machine 8   # cluster vs machine
+  capacity gc --cpu 9.4ms --gc-share 27.5% --new-gc-share 7.14% --pause 47ms --new-pause 38ms
   capacity ceiling --cpu 25ms --slo p99=500ms --json      # machine-readable output
 
 Times take units (250us, 25ms, 1.5s, 2min; a bare number is seconds); rates take
@@ -64,6 +66,26 @@ examples:
   capacity timeout --p999 120ms                                              # core call: 3 x P99.9
   capacity timeout --p999 120ms --non-core --user-limit 150ms
   capacity timeout --p999 120ms --cpu 25ms --qps 20 --discipline fcfs        # + model's timed-out share
+  capacity timeout --cpu 25ms --timeout 1s --burst-qps 60                    # + how long a 60 QPS burst may last
+"""
+
+SCALING_HELP = """\
+examples:
+  capacity scaling --qps 300 --cpu 25ms --slo p99=500ms --cores-per-machine 8
+  capacity scaling --qps 300 --cpu 25ms --slo p99=500ms --cores 16 --cores-per-machine 4 \\
+      --cost-per-machine 120 --cost-per-core 15 --memory-per-process 300MB --machine-memory 8GB
+  capacity scaling --qps 300 --cpu 25ms --option 1x16:rr --option 4x4:lc --option 4x4:rr --option 4x4:pooled
+
+--option MxP[xS][:DISPATCH]: M machines x P worker processes (x S cores each, default 1);
+DISPATCH is rr (round robin, default), lc (least connections), random or pooled (the ideal).
+"""
+
+GC_HELP = """\
+examples:
+  # seed article: 3 Node processes saturate at 320 QPS (9.4 ms CPU/request); semi-space 16 -> 64 MB
+  capacity gc --cpu 9.375ms --processes 3 --gc-share 27.5% --pause 47.3ms --pause-rate 5.6 \\
+      --new-gc-share 7.14% --new-pause 37.8ms --new-pause-rate 1.73 --measured-gain 10%
+  capacity gc --cpu 9.4ms --gc-share 27.5% --new-gc-share 7.14% --pause 55ms --discipline ps
 """
 
 
@@ -192,6 +214,52 @@ def _fraction(text: str) -> float:
     return value
 
 
+_MEMORY_UNITS = {"": 1.0, "b": 1.0, "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12, "k": 1e3, "m": 1e6, "g": 1e9,
+                 "kib": 2.0 ** 10, "mib": 2.0 ** 20, "gib": 2.0 ** 30, "tib": 2.0 ** 40}
+
+
+def _memory(text: str) -> float:
+    m = re.fullmatch(rf"\s*({_NUMBER})\s*([a-zA-Z]*)\s*", text)
+    unit = m.group(2).lower() if m else ""
+    if not m or unit not in _MEMORY_UNITS or not float(m.group(1)) > 0:
+        raise argparse.ArgumentTypeError(f"expected a memory size like 300MB, 2GiB or 8GB, got {text!r}")
+    return float(m.group(1)) * _MEMORY_UNITS[unit]
+
+
+def _money(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not (value >= 0 and np.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"expected a non-negative cost, got {text!r}")
+    return value
+
+
+def _signed_fraction(text: str) -> float:
+    t = text.strip()
+    try:
+        value = float(t[:-1]) / 100 if t.endswith("%") else float(t)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a fraction like 0.1 or 10%, got {text!r}") from None
+    if not (np.isfinite(value) and value > -1):
+        raise argparse.ArgumentTypeError(f"expected a fraction above -100%, got {text!r}")
+    return value
+
+
+_DISPATCH_ALIASES = {"rr": "round_robin", "round_robin": "round_robin", "lc": "least_connections",
+                     "least_connections": "least_connections", "random": "random", "pooled": "pooled"}
+
+
+def _option(text: str):
+    m = re.fullmatch(r"\s*(\d+)\s*x\s*(\d+)(?:\s*x\s*(\d+))?\s*(?::\s*([a-z_]+))?\s*", text.lower())
+    if not m or (m.group(4) and m.group(4) not in _DISPATCH_ALIASES) or "0" in (m.group(1), m.group(2)) \
+            or int(m.group(1)) < 1 or int(m.group(2)) < 1 or (m.group(3) and int(m.group(3)) < 1):
+        raise argparse.ArgumentTypeError(f"expected MxP[xS][:rr|lc|random|pooled] like 4x8:lc, got {text!r}")
+    return dict(machines=int(m.group(1)), processes=int(m.group(2)), servers=int(m.group(3) or 1),
+                dispatch=_DISPATCH_ALIASES[m.group(4) or "rr"])
+
+
 def _quantile_name(name: str) -> float:
     name = name.strip().lower()
     m = re.fullmatch(r"p(\d+(?:\.\d+)?)", name)
@@ -303,7 +371,55 @@ def build_parser() -> argparse.ArgumentParser:
     to.add_argument("--user-limit", type=_time, default=None, metavar="TIME", help="longest wait users accept")
     to.add_argument("--qps", type=_rate, default=None, metavar="RATE",
                     help="current request rate, for the model's timed-out share (with --cpu)")
+    to.add_argument("--burst-qps", type=_rate, default=None, metavar="RATE",
+                    help="with --timeout: how long a burst at this rate may last before requests time out")
     to.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+    sc = sub.add_parser("scaling", help="cluster vs machine: compare ways to deploy the cores",
+                        description="Latency, headroom, N+1 and cost of one big machine (Node cluster mode) vs "
+                                    "several machines behind a load balancer vs one pooled queue.",
+                        epilog=SCALING_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sc.add_argument("--qps", type=_rate, required=True, metavar="RATE", help="peak request rate, e.g. 300")
+    _add_service(sc)
+    sc.add_argument("--slo", type=_slo, default={0.99: 0.5}, metavar="pQ=TIME,...",
+                    help="latency objective, e.g. p99=500ms (default p99=500ms)")
+    sc.add_argument("--cores", type=_count, default=None, metavar="N",
+                    help="total cores to compare (default: the fewest whole machines that meet the SLO pooled)")
+    sc.add_argument("--cores-per-machine", type=_count, default=8, metavar="N", help="default 8")
+    sc.add_argument("--option", type=_option, action="append", default=None, metavar="MxP[xS][:D]",
+                    help="a deployment to compare (repeatable); replaces the default set")
+    sc.add_argument("--cost-per-machine", type=_money, default=0.0, metavar="X")
+    sc.add_argument("--cost-per-core", type=_money, default=0.0, metavar="X")
+    sc.add_argument("--memory-per-process", type=_memory, default=None, metavar="MEM", help="e.g. 300MB")
+    sc.add_argument("--machine-memory", type=_memory, default=None, metavar="MEM", help="e.g. 8GB")
+    sc.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+    gc = sub.add_parser("gc", help="is GC tuning worth it? ceiling and p99 before/after",
+                        description="GC as CPU overhead plus stop-the-world pauses: the predicted effect of a "
+                                    "GC change on capacity, the SLO ceiling and the latency percentiles (discipline "
+                                    "default here: fcfs).",
+                        epilog=GC_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    _add_service(gc)
+    gc.set_defaults(discipline="fcfs")
+    gc.add_argument("--gc-share", type=_fraction, required=True, metavar="F", help="GC share of CPU now, e.g. 27.5%%")
+    gc.add_argument("--pause", type=_time, required=True, metavar="TIME", help="mean GC pause now, e.g. 50ms")
+    gc.add_argument("--pause-rate", type=_rate, default=None, metavar="RATE",
+                    help="pauses per busy second now (default: all GC time is pauses)")
+    gc.add_argument("--new-gc-share", type=_fraction, default=None, metavar="F", help="GC share after, e.g. 7.14%%")
+    gc.add_argument("--new-pause", type=_time, default=None, metavar="TIME", help="mean pause after")
+    gc.add_argument("--new-pause-rate", type=_rate, default=None, metavar="RATE", help="pauses per second after")
+    gc.add_argument("--pause-scv", type=_time_or_zero, default=0.0, metavar="X",
+                    help="squared coefficient of variation of pause lengths (default 0: constant)")
+    gc.add_argument("--servers", type=_count, default=1, metavar="N", help="cores per process (default 1)")
+    gc.add_argument("--processes", type=_count, default=1, metavar="N",
+                    help="processes sharing the traffic, each with its own GC (default 1)")
+    gc.add_argument("--slo", type=_slo, default={0.99: 0.5}, metavar="pQ=TIME,...",
+                    help="latency objective for the ceiling (default p99=500ms)")
+    gc.add_argument("--qps", type=_rate, default=None, metavar="RATE",
+                    help="rate at which to compare percentiles (default: the ceiling before)")
+    gc.add_argument("--measured-gain", type=_signed_fraction, default=None, metavar="F",
+                    help="measured QPS gain of the change, e.g. 10%%, to compare with the prediction")
+    gc.add_argument("--json", action="store_true", help="print JSON instead of a table")
     return parser
 
 
@@ -476,21 +592,100 @@ def _cmd_timeout(args: argparse.Namespace) -> tuple[dict, str]:
         raise _UsageError("argument --cpu: required with --timeout (a model of the server)")
     service = _service(args)
     res = plan.timeout_safe_rate(service, args.servers, args.timeout, args.max_fraction,
-                                 discipline=args.discipline, delay=args.delay)
+                                 discipline=args.discipline, delay=args.delay, burst_qps=args.burst_qps)
     data = {"command": "timeout", "mode": "safe_rate", "service": {"mean_s": args.cpu, "scv": float(service.scv),
                                                                    "family": service.family},
             "discipline": args.discipline, "servers": args.servers, "timeout_s": args.timeout,
             "max_timeout_fraction": args.max_fraction, "delay_s": args.delay, "qps": res.qps,
-            "capacity_qps": res.capacity_qps, "utilization": res.ratio, "explanation": res.explanation}
+            "capacity_qps": res.capacity_qps, "utilization": res.ratio, "burst_qps": res.burst_qps,
+            "burst_seconds": res.burst_seconds, "explanation": res.explanation}
+    burst = res.burst_qps is not None
     lines = [f"Timeout-safe rate: {_service_text(args, service)}, {args.servers} "
              f"server{'s' if args.servers != 1 else ''}", "",
-             f"{'timeout':>10}{'max share':>11}{'safe QPS':>11}{'util':>8}{'capacity':>11}",
+             f"{'timeout':>10}{'max share':>11}{'safe QPS':>11}{'util':>8}{'capacity':>11}"
+             + (f"{'burst QPS':>11}{'may last':>10}" if burst else ""),
              f"{_ms(args.timeout):>10}{100 * args.max_fraction:>10.3g}%{res.qps:>11.4g}{100 * res.ratio:>7.1f}%"
-             f"{res.capacity_qps:>11.4g}", "", _wrap(res.explanation)]
+             f"{res.capacity_qps:>11.4g}" + (f"{res.burst_qps:>11.4g}{_ms(res.burst_seconds):>10}" if burst else ""),
+             "", _wrap(res.explanation)]
     return data, "\n".join(lines)
 
 
-_COMMANDS = {"ceiling": _cmd_ceiling, "servers": _cmd_servers, "timeout": _cmd_timeout}
+def _cmd_scaling(args: argparse.Namespace) -> tuple[dict, str]:
+    from . import plan
+
+    service = _service(args)
+    res = plan.compare_scaling(args.qps, service, args.slo, options=args.option, cores=args.cores,
+                               cores_per_machine=args.cores_per_machine, cost_per_machine=args.cost_per_machine,
+                               cost_per_core=args.cost_per_core, memory_per_process=args.memory_per_process,
+                               machine_memory=args.machine_memory, discipline=args.discipline)
+    t = res.table
+    qcols = [f"{_q(q)}_s" for q in res.slo]
+    rows = []
+    for label, r in t.iterrows():
+        row = {"option": label}
+        row.update({k: _jsonable(v) for k, v in r.items()})
+        rows.append(row)
+    data = {"command": "scaling", "peak_qps": args.qps,
+            "service": {"mean_s": args.cpu, "scv": float(service.scv), "family": service.family},
+            "discipline": args.discipline, "slo": {_q(q): v for q, v in res.slo.items()}, "best": res.best,
+            "rows": rows, "explanation": res.explanation}
+    width = max(len("option"), *(len(str(x)) for x in t.index))
+    head = (f"{'option':<{width}}{'cores':>6}{'util':>7}" + "".join(f"{c[:-2]:>9}" for c in qcols)
+            + f"{'SLO':>5}{'ceiling':>9}{'headroom':>9}{'N+1':>5}" + "".join(f"{'N+1 ' + c[:-2]:>11}" for c in qcols[-1:])
+            + f"{'cost':>9}" + (f"{'mem ok':>7}" if args.memory_per_process and args.machine_memory else ""))
+    lines = [f"Cluster vs machine at {args.qps:g} QPS: {_service_text(args, service)}; SLO "
+             + ", ".join(f"{_q(q)} <= {_ms(v)}" for q, v in res.slo.items()), "", head]
+    for label, r in t.iterrows():
+        lines.append(f"{label:<{width}}{int(r['cores']):>6}{100 * r['utilization']:>6.1f}%"
+                     + "".join(f"{_ms(r[c]):>9}" for c in qcols)
+                     + f"{'yes' if r['meets_slo'] else 'NO':>5}{r['ceiling_qps']:>9.4g}{r['headroom']:>8.2f}x"
+                     + f"{'yes' if r['n1_meets_slo'] else 'NO':>5}"
+                     + "".join(f"{_ms(r['n1_' + c]):>11}" for c in qcols[-1:])
+                     + f"{r['cost']:>9.4g}"
+                     + (f"{'yes' if r['fits_memory'] else 'NO':>7}" if args.memory_per_process and args.machine_memory
+                        else ""))
+    lines += ["", "(ceiling: QPS at which the SLO breaks; headroom: ceiling / peak; N+1: SLO with one machine down)",
+              "", _wrap(res.explanation)]
+    return data, "\n".join(lines)
+
+
+def _cmd_gc(args: argparse.Namespace) -> tuple[dict, str]:
+    from . import plan
+
+    service = _service(args)
+    res = plan.gc_whatif(service, args.gc_share, args.pause, args.pause_rate, args.new_gc_share, args.new_pause,
+                         args.new_pause_rate, servers=args.servers, slo=args.slo, discipline=args.discipline,
+                         processes=args.processes, pause_scv=args.pause_scv, arrival_rate=args.qps,
+                         measured_gain=args.measured_gain)
+    t = res.table
+    qcols = [f"{_q(q)}_s" for q in sorted(args.slo)]
+    data = {"command": "gc", "service": {"mean_s": args.cpu, "scv": float(service.scv), "family": service.family},
+            "discipline": args.discipline, "processes": args.processes, "servers": args.servers,
+            "slo": {_q(q): float(v) for q, v in sorted(args.slo.items())},
+            "table": {k: {c: _jsonable(v) for c, v in row.items()} for k, row in t.iterrows()},
+            "arrival_rate": res.arrival_rate, "predicted_capacity_gain": res.predicted_capacity_gain,
+            "predicted_ceiling_gain": res.predicted_ceiling_gain, "measured_gain": res.measured_gain,
+            "gap": res.gap, "implied_cpu_share": res.implied_cpu_share, "notes": res.notes,
+            "explanation": res.explanation}
+    lines = [f"GC what-if: {_service_text(args, service)}, {args.processes} process"
+             f"{'es' if args.processes > 1 else ''}", "",
+             f"{'':<8}{'GC CPU':>8}{'pause':>9}{'pauses/s':>9}{'CPU/req':>9}{'scv':>6}{'capacity':>10}{'ceiling':>10}"
+             + "".join(f"{c[:-2] + ' @' + format(res.arrival_rate, '.4g') + ' QPS':>16}" for c in qcols)
+             + f"{'pause wait':>11}"]
+    for label, r in t.iterrows():
+        lines.append(f"{label:<8}{100 * r['gc_cpu_share']:>7.3g}%{_ms(r['pause_mean_s']):>9}"
+                     f"{r['pause_rate_per_s']:>9.3g}{_ms(r['service_mean_s']):>9}{r['service_scv']:>6.2f}"
+                     f"{r['capacity_qps']:>10.4g}{r['ceiling_qps']:>10.4g}"
+                     + "".join(f"{_ms(r[c]):>16}" for c in qcols) + f"{_ms(r['pause_delay_s']):>11}")
+    lines += ["", f"predicted: capacity {100 * res.predicted_capacity_gain:+.1f} %, SLO ceiling "
+                  f"{100 * res.predicted_ceiling_gain:+.1f} %"
+              + (f"; measured {100 * res.measured_gain:+.1f} % (gap {100 * res.gap:.1f} points)"
+                 if res.measured_gain is not None else ""), "", _wrap(res.explanation)]
+    return data, "\n".join(lines)
+
+
+_COMMANDS = {"ceiling": _cmd_ceiling, "servers": _cmd_servers, "timeout": _cmd_timeout,
+             "scaling": _cmd_scaling, "gc": _cmd_gc}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

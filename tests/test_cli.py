@@ -44,7 +44,7 @@ def test_version_through_subprocess():
     assert out.returncode == 0 and out.stdout.startswith("capacity ")
 
 
-@pytest.mark.parametrize("sub", [None, "example", "ceiling", "servers", "timeout"])
+@pytest.mark.parametrize("sub", [None, "example", "ceiling", "servers", "timeout", "scaling", "gc"])
 def test_help_gives_examples(sub):
     out = run(*([sub] if sub else []), "--help")
     assert out.returncode == 0
@@ -117,6 +117,17 @@ def test_timeout_safe_rate_and_recommendation():
     (["timeout", "--cpu", "25ms", "--timeout", "1s", "--max-fraction", "150%"], "--max-fraction"),
     (["timeout", "--cpu", "25ms"], "--timeout"),
     (["ceiling", "--cpu", "25ms", "--bogus", "1"], "--bogus"),
+    (["scaling", "--cpu", "25ms"], "--qps"),
+    (["scaling", "--qps", "300", "--cpu", "25ms", "--option", "3x0"], "--option"),
+    (["scaling", "--qps", "300", "--cpu", "25ms", "--option", "2x4:fastest"], "--option"),
+    (["scaling", "--qps", "300", "--cpu", "25ms", "--memory-per-process", "lots"], "--memory-per-process"),
+    (["scaling", "--qps", "300", "--cpu", "25ms", "--cost-per-machine", "-5"], "--cost-per-machine"),
+    (["scaling", "--qps", "300", "--cpu", "25ms", "--cores-per-machine", "0"], "--cores-per-machine"),
+    (["gc", "--cpu", "9ms", "--pause", "50ms"], "--gc-share"),
+    (["gc", "--cpu", "9ms", "--gc-share", "127%", "--pause", "50ms"], "--gc-share"),
+    (["gc", "--cpu", "9ms", "--gc-share", "27%", "--pause", "-50ms"], "--pause"),
+    (["gc", "--cpu", "9ms", "--gc-share", "27%", "--pause", "50ms", "--measured-gain", "-150%"], "--measured-gain"),
+    (["timeout", "--cpu", "25ms", "--timeout", "1s", "--burst-qps", "0"], "--burst-qps"),
 ])
 def test_bad_flags_exit_2_with_one_line(args, flag):
     out = run(*args)
@@ -154,3 +165,60 @@ def test_slo_and_rate_parsing():
     assert cli._slo("p99=500ms,p99.9=2s") == {0.99: 0.5, 0.999: 2.0}
     assert cli._rates("120qps,80") == [120.0, 80.0]
     assert cli._fraction("0.1%") == pytest.approx(1e-3)
+
+
+# ---------------------------------------------------------------------------- scaling, gc, bursts
+# Expected numbers: random split over one-core FCFS workers is M/M/1 per worker (Poisson thinning),
+# p99 = ln(100) / (mu - lambda / N); the seed article's GC table (data/gc_semispace.csv): the freed
+# CPU alone predicts (1 - 0.0714) / (1 - 0.275) - 1 = +28.1 % against +10 % measured.
+
+
+def test_scaling_json_through_subprocess():
+    out = spawn("scaling", "--qps", "100", "--cpu", "25ms", "--slo", "p99=500ms", "--discipline", "fcfs",
+                "--option", "2x2:random", "--option", "1x4:rr", "--option", "1x4:pooled",
+                "--cost-per-machine", "100", "--cost-per-core", "10", "--json")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["command"] == "scaling" and len(data["rows"]) == 3
+    rnd, rr, pooled = data["rows"]
+    assert rnd["dispatch"] == "random" and rnd["p99_s"] == pytest.approx(math.log(100) / (40 - 25), rel=1e-9)
+    assert pooled["ceiling_qps"] >= rr["ceiling_qps"] >= rnd["ceiling_qps"]
+    assert rnd["cost"] == 240.0 and rr["cost"] == 140.0
+    assert rr["n1_meets_slo"] is False and rr["n1_p99_s"] == "inf"   # one machine: nothing left
+
+
+def test_scaling_table_default_options():
+    out = run("scaling", "--qps", "300", "--cpu", "25ms", "--slo", "p99=500ms", "--cores", "16",
+              "--cores-per-machine", "4", "--memory-per-process", "300MB", "--machine-memory", "8GB")
+    assert out.returncode == 0, out.stderr
+    assert "Node cluster" in out.stdout and "least connections" in out.stdout and "pooled" in out.stdout
+    assert "N+1" in out.stdout and "headroom" in out.stdout and "mem ok" in out.stdout
+
+
+def test_gc_seed_numbers_through_subprocess():
+    out = spawn("gc", "--cpu", str(3 / 320), "--processes", "3", "--gc-share", "27.5%", "--pause",
+                str(47.7 / 1008), "--pause-rate", str(1008 / 180), "--new-gc-share", "7.14%",
+                "--new-pause", str(11.8 / 312), "--new-pause-rate", str(312 / 180), "--measured-gain", "10%")
+    assert out.returncode == 0, out.stderr
+    assert "+28.1 %" in out.stdout and "+10.0 %" in out.stdout and "gap 18.1 points" in out.stdout
+    assert "not purely CPU-bound" in out.stdout
+    out = run("gc", "--cpu", "9.375ms", "--gc-share", "27.5%", "--pause", "47ms", "--new-gc-share", "7.14%",
+              "--json")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["predicted_capacity_gain"] == pytest.approx((1 - 0.0714) / (1 - 0.275) - 1, rel=1e-12)
+    assert set(data["table"]) == {"before", "after"} and data["measured_gain"] is None
+
+
+def test_timeout_burst_column():
+    out = run("timeout", "--cpu", "25ms", "--timeout", "1s", "--burst-qps", "60", "--discipline", "fcfs", "--json")
+    assert out.returncode == 0, out.stderr
+    # fluid FCFS: (timeout - E[S]) / (rho - 1) = 0.975 / 0.5
+    assert json.loads(out.stdout)["burst_seconds"] == pytest.approx(1.95, rel=1e-9)
+
+
+def test_memory_and_option_parsing():
+    assert cli._memory("300MB") == 300e6 and cli._memory("2GiB") == 2 * 2 ** 30
+    assert cli._option("4x8:lc") == dict(machines=4, processes=8, servers=1, dispatch="least_connections")
+    assert cli._option("2x1x4") == dict(machines=2, processes=1, servers=4, dispatch="round_robin")
+    assert cli._signed_fraction("-5%") == pytest.approx(-0.05)

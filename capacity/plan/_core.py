@@ -1,31 +1,5 @@
-"""Capacity planning: solve a queueing model for the argument you do not know.
-
-A forward model answers "at this load, with these cores, what is the p99?".
-Planning asks the inverse questions:
-
-=======================  ==============================================  =====================
-function                 question                                        solves for
-=======================  ==============================================  =====================
-:func:`qps_ceiling`      how much QPS before a latency SLO breaks?       arrival rate
-:func:`servers_needed`   how many cores / worker processes for a load?   servers (integer)
-:func:`timeout_safe_rate`  how much QPS before too many requests time out?  arrival rate
-:func:`recommend_timeout`  which client timeout should callers set?       a rule of thumb
-=======================  ==============================================  =====================
-
-Every SLO "the ``q`` quantile of the response time is at most ``t``" is the
-same statement as "at most a fraction ``1 - q`` of requests take longer than
-``t``", i.e. ``P(T > t) <= 1 - q``.  The planners work on that tail
-probability, so one call of the forward model's ``response_sf`` (or
-``wait_sf``) per solver iteration evaluates every SLO percentile at every
-configuration at once; no quantile has to be solved inside the solver.
-``P(T > t)`` rises with the arrival rate and falls with the number of
-servers, so the rate is found by one bracketing root finder (in the
-utilisation, which lives in (0, 1)) and the server count by a vectorised
-integer search.  Closed forms are used where they exist (M/M/1 FCFS).
-
-Each planner returns a small result object with the number, the constraint
-that binds, and a one-paragraph plain-text ``explanation``.
-"""
+"""The SLO solver and the single-queue planners: ``qps_ceiling``, ``servers_needed``,
+``timeout_safe_rate`` (with burst tolerance) and ``recommend_timeout``.  See :mod:`capacity.plan`."""
 from __future__ import annotations
 
 import math
@@ -34,9 +8,9 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from ._common import solve_increasing
-from ._validation import as_float_array, check_nonnegative, check_positive, check_quantile, check_servers
-from .distributions import Service, as_service
+from .._common import solve_increasing
+from .._validation import as_float_array, check_nonnegative, check_positive, check_quantile, check_servers
+from ..distributions import Service, as_service
 
 __all__ = [
     "Ceiling",
@@ -70,7 +44,7 @@ NONCORE_P999_MULTIPLIER = 1.5
 
 def _tail_function(discipline: str, slo_on: str) -> Callable:
     """The forward model's ``sf(t, arrival_rate, service, servers)`` for the SLO."""
-    from . import fcfs, ps
+    from .. import fcfs, ps
 
     if discipline not in ("ps", "fcfs"):
         raise ValueError(f"discipline must be 'ps' or 'fcfs', got {discipline!r}")
@@ -652,14 +626,35 @@ class TimeoutSafeRate:
     discipline: str
     servers: Any
     explanation: str = field(repr=False)
+    burst_qps: float | None = None
+    burst_seconds: Any = None
 
     def __str__(self) -> str:
         return self.explanation
 
 
+def _burst_seconds(burst_qps: float, service: Service, servers, budget: float, discipline: str):
+    """Longest burst at ``burst_qps`` (from an idle server) after which a mean-sized request
+    still finishes within ``budget`` seconds, by the fluid overload laws of :mod:`capacity.overload`."""
+    from .. import overload
+
+    mean = np.asarray(service.mean, dtype=float)
+    if discipline == "fcfs":
+        # A FCFS arrival u seconds into the burst waits (rho - 1) u, then runs for its own E[S].
+        slope = np.asarray(overload.fcfs_overload_wait(1.0, burst_qps, service, servers), dtype=float)
+        room = budget - mean
+    else:
+        # PS: a request of size x arriving at u stays u (exp(alpha x / c) - 1) (Jean-Marie & Robert).
+        slope = np.asarray(overload.ps_fluid_sojourn(1.0, mean, burst_qps, service, servers), dtype=float)
+        room = budget + 0.0 * mean
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = np.where(slope > 0, np.maximum(room, 0.0) / np.where(slope > 0, slope, 1.0), np.inf)
+    return _out(out)
+
+
 def timeout_safe_rate(service: Service | ArrayLike, servers: ArrayLike, timeout: float,
                       max_timeout_fraction: float = 1e-3, discipline: str = "ps", *,
-                      delay: float = 0.0) -> TimeoutSafeRate:
+                      delay: float = 0.0, burst_qps: float | None = None) -> TimeoutSafeRate:
     """The highest request rate at which at most ``max_timeout_fraction`` of requests time out.
 
     Parameters
@@ -675,17 +670,33 @@ def timeout_safe_rate(service: Service | ArrayLike, servers: ArrayLike, timeout:
     discipline : {"ps", "fcfs"}, optional
     delay : float, optional
         Constant non-CPU latency per response, seconds.
+    burst_qps : float, optional
+        A burst rate, requests/s (typically above capacity): the result's ``burst_seconds`` is
+        the longest burst at that rate, starting from an idle server, after which a request of
+        mean size still completes within the timeout (``inf`` at or below capacity).
 
     Returns
     -------
     TimeoutSafeRate
+        ``.qps``, ``.capacity_qps``, ``.ratio``, ``.burst_seconds``, ``.explanation``.
 
     Notes
     -----
     Solves ``P(T > timeout - delay; lambda) = max_timeout_fraction`` for ``lambda`` -- the same
     solver as :func:`qps_ceiling` with the SLO ``{1 - fraction: timeout}``.  This is the
-    steady-state answer for Poisson traffic; how long a burst above it may last before requests
-    time out (burst tolerance) needs the transient overload model and joins it when that lands.
+    steady-state answer for Poisson traffic.
+
+    Burst tolerance uses the fluid overload laws of :mod:`capacity.overload` (an approximation
+    that ignores randomness, good once the backlog is many requests deep).  A burst at
+    ``rho_b = burst_qps E[S] / c > 1`` builds CPU backlog at ``(rho_b - 1) c`` per second
+    (:func:`capacity.overload.backlog`), so a FCFS arrival ``u`` s into it waits ``(rho_b - 1) u``
+    (:func:`capacity.overload.fcfs_overload_wait`) and the burst may last
+    ``(timeout - delay - E[S]) / (rho_b - 1)``.  Under PS the number present grows like
+    ``alpha u`` and a request of size ``x`` stays ``u (exp(alpha x / c) - 1)``
+    (:func:`capacity.overload.ps_fluid_sojourn`, Jean-Marie & Robert 1994), so the burst may last
+    ``(timeout - delay) / (exp(alpha E[S] / c) - 1)``; requests larger than the mean time out
+    earlier.  Starting from a busy server instead of an idle one shortens it by the backlog
+    already present.
 
     References
     ----------
@@ -697,6 +708,9 @@ def timeout_safe_rate(service: Service | ArrayLike, servers: ArrayLike, timeout:
     >>> r = plan.timeout_safe_rate(0.025, 1, timeout=1.0, max_timeout_fraction=1e-3, discipline="fcfs")
     >>> round(r.qps, 2)     # 40 - ln(1000) / 1
     33.09
+    >>> r = plan.timeout_safe_rate(0.025, 1, 1.0, discipline="fcfs", burst_qps=60.0)
+    >>> round(r.burst_seconds, 4)   # (1 - 0.025) / (60 * 0.025 - 1)
+    1.95
     """
     frac = float(check_quantile(max_timeout_fraction, "max_timeout_fraction"))
     to = float(check_positive(timeout, "timeout"))
@@ -717,9 +731,21 @@ def timeout_safe_rate(service: Service | ArrayLike, servers: ArrayLike, timeout:
                 f"{_fmt_rate(res.capacity_qps)} CPU capacity). Above it timeouts rise quickly, and past capacity "
                 "the queue grows without bound so nearly every request times out. This is a steady-state "
                 "limit; short bursts above it are tolerated only until the backlog reaches the timeout.")
+    burst = burst_s = None
+    if burst_qps is not None:
+        burst = float(check_positive(burst_qps, "burst_qps"))
+        burst_s = _burst_seconds(burst, service, res.servers, to - float(delay), discipline)
+        if np.ndim(burst_s) == 0:
+            if np.isinf(burst_s):
+                text += (f" A burst at {_fmt_rate(burst)} is within capacity: it can last indefinitely in the fluid "
+                         "view, though above the timeout-safe rate more than the allowed share times out.")
+            else:
+                text += (f" A burst at {_fmt_rate(burst)} from an idle server can last about {_fmt_time(burst_s)} "
+                         "before a request of mean size no longer finishes within the timeout (fluid overload "
+                         "model).")
     return TimeoutSafeRate(qps=res.qps, capacity_qps=res.capacity_qps, ratio=res.ratio, timeout=to,
                            max_timeout_fraction=frac, feasible=res.feasible, discipline=discipline,
-                           servers=res.servers, explanation=text)
+                           servers=res.servers, explanation=text, burst_qps=burst, burst_seconds=burst_s)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -817,7 +843,7 @@ def recommend_timeout(p999: float | None, core: bool = True, user_limit: float |
     if p999 is None:
         if not have_model:
             raise ValueError("p999 is required unless service and arrival_rate are given")
-        from . import fcfs, ps
+        from .. import fcfs, ps
         mod = ps if discipline == "ps" else fcfs
         p999_f = float(mod.response_quantile(0.999, arrival_rate, service, servers))
         if not np.isfinite(p999_f):
