@@ -16,12 +16,19 @@ erlang(k)          k phases, exact (k <= ``MAX_PHASES``, else Erlang-MAX_PHASES)
 hyperexponential   2 phases, exact
 gamma, integer     Erlang with k = 1/scv phases, exact (k <= ``MAX_PHASES``)
 shape 1/scv
-everything else    a moment fit (approximation), see :func:`_moment_fit`:
+everything else    ``fit="moments"`` (default): a moment fit (approximation),
+                   see :func:`_moment_fit`:
                    scv < 1: mixture of Erlang(k-1) and Erlang(k) with a common
                    rate, matching two moments (Tijms 2003, section 5.9);
                    scv >= 1: two-phase hyperexponential matching three
                    moments where feasible (Whitt 1982), otherwise balanced
                    means matching two; deterministic: Erlang-MAX_PHASES.
+                   ``fit="distribution"``: a hyper-Erlang (mixture of at
+                   most 8 Erlang branches, <= ``FIT_PHASES`` phases) fitted
+                   by least squares in log-quantile space at 120
+                   probabilities from 1e-3 to 1 - 1e-6, mean exact (see
+                   :func:`_hyper_erlang_fit`; quantile error of lognormal
+                   fits 3-8 % max, 1-4 % mean over p1..p99.999).
 =================  ==========================================================
 
 Parameters given as arrays may need different numbers of phases at
@@ -41,12 +48,18 @@ H. C. Tijms, *A First Course in Stochastic Models*, Wiley 2003, section 5.9
 W. Whitt, "Approximating a point process by a renewal process, I: two basic
 methods", Operations Research 30 (1982) 125-147, section 3 (three-moment H2).
 M. F. Neuts, *Matrix-Geometric Solutions in Stochastic Models*, 1981, ch. 2.
+A. Thummler, P. Buchholz and M. Telek, "A novel approach for phase-type
+fitting with the EM algorithm", IEEE TDSC 3 (2006) 245-258 (hyper-Erlang EM).
+A. Feldmann and W. Whitt, "Fitting mixtures of exponentials to long-tail
+distributions to analyze network performance models", Performance
+Evaluation 31 (1998) 245-279.
 """
 from __future__ import annotations
 
 import math
 
 import numpy as np
+from scipy import optimize, special
 
 from .distributions import Service, as_service
 
@@ -154,13 +167,18 @@ def _erlang_exact(mean: np.ndarray, k: np.ndarray) -> tuple[np.ndarray, np.ndarr
     return beta, tm
 
 
-def phase_type(service) -> tuple[np.ndarray, np.ndarray]:
+def phase_type(service, fit: str = "moments") -> tuple[np.ndarray, np.ndarray]:
     """PH representation ``(beta, Tm)`` of a service-time distribution.
 
     Parameters
     ----------
     service : Service or float
         A :class:`~capacity.Service` (or a bare mean in seconds, exponential).
+    fit : {"moments", "distribution"}
+        For families without an exact PH form: match two or three moments
+        (default), or fit the whole distribution by a hyper-Erlang
+        (lognormal, non-integer gamma, empirical, scalar scipy laws; a
+        scipy law with array parameters falls back to moments).
 
     Returns
     -------
@@ -201,6 +219,10 @@ def phase_type(service) -> tuple[np.ndarray, np.ndarray]:
         integer = np.abs(shape - np.round(shape)) < 1e-9 * np.maximum(shape, 1.0)
         if np.all(integer):
             return _erlang_exact(mean, np.round(shape))
+    if fit not in ("moments", "distribution"):
+        raise ValueError(f"fit must be 'moments' or 'distribution', got {fit!r}")
+    if fit == "distribution":
+        return _distribution_fit(svc)
     m1 = np.asarray(svc.moment(1), dtype=float)
     m2 = np.asarray(svc.moment(2), dtype=float)
     with np.errstate(over="ignore"):
@@ -220,3 +242,155 @@ def _ph_moment(beta: np.ndarray, tm: np.ndarray, k: int) -> np.ndarray:
     for _ in range(k):
         v = np.linalg.solve(-tm, v)
     return math.factorial(k) * np.einsum("...i,...i->...", beta, v[..., 0])
+
+
+# ---------------------------------------------------------------------------
+# Distribution fit: hyper-Erlang (mixture of Erlang branches) in log-quantile space
+# ---------------------------------------------------------------------------
+#: Most phases a distribution fit may use (the PS transform costs O(m^3) per
+#: transform node for the eigen-decomposition and O(m) per quadrature node).
+FIT_PHASES = 16
+# Branch structures tried, cheapest first: M branches of a common order r.  More
+# branches of low order follow wide (heavy-tailed) laws, fewer of high order
+# concentrated ones; a few mixed-order structures help lognormals with scv < 1.
+_FIT_STRUCTURES = ((1,) * 8, (2,) * 8, (1, 3, 3, 3), (3,) * 5, (1, 3, 4, 5), (4,) * 4, (3, 5, 8), (6,) * 2, (8,) * 2,
+                   (16,))
+# Target grid: probabilities uniform in logit(u) over [1e-3, 1 - 1e-6].
+_FIT_U = 1.0 / (1.0 + np.exp(-np.linspace(np.log(1e-3 / (1 - 1e-3)), np.log((1 - 1e-6) / 1e-6), 120)))
+_FIT_CACHE: dict = {}
+
+
+def _em_hyper_erlang(x: np.ndarray, w: np.ndarray, orders: np.ndarray, iters: int = 100):
+    """Weighted EM for a mixture of Erlang(r_i, lam_i) with fixed orders r_i
+    (Thummler, Buchholz and Telek 2006); the M-step keeps the weighted mean."""
+    r = orders.astype(float)[:, None]
+    big_m = orders.size
+    cw = np.cumsum(w) / np.sum(w)
+    grp = np.minimum((cw * big_m).astype(int), big_m - 1)
+    alpha = np.array([w[grp == i].sum() for i in range(big_m)]) + 1e-12
+    mean_i = np.array([(w * x)[grp == i].sum() for i in range(big_m)]) / alpha
+    lam = r[:, 0] / np.maximum(mean_i, 1e-300)
+    lx = np.log(x)
+    lg = special.gammaln(r)
+    for _ in range(iters):
+        logp = np.log(alpha)[:, None] + r * np.log(lam)[:, None] + (r - 1) * lx - lam[:, None] * x - lg
+        g = np.exp(logp - logp.max(axis=0))
+        gw = g / g.sum(axis=0) * w
+        alpha = np.maximum(gw.sum(axis=1), 1e-300)
+        lam = r[:, 0] * alpha / np.maximum(gw @ x, 1e-300)
+    return alpha / alpha.sum(), lam
+
+
+def _hyper_erlang_fit(ppf, mean: float):
+    """Hyper-Erlang ``(orders, alpha, lam)`` approximating the law with quantile
+    function ``ppf`` and mean ``mean`` (matched exactly).
+
+    Least squares on the horizontal (log-size) distance between the two
+    distribution functions at 120 probabilities uniform in logit over
+    [1e-3, 1 - 1e-6]: residual ``(F_fit(x_k) - u_k) / (x f(x))_k`` (tail
+    side by the survival functions, so 1 - 1e-6 keeps its precision), which
+    is ``log x_fit(u_k) - log x_k`` to first order.  Started from weighted EM
+    on a finer grid; the best of ``_FIT_STRUCTURES`` (rms plus a quarter of
+    the maximum residual) is kept.
+    """
+    u = _FIT_U
+    z = np.log(u / (1 - u))
+    x = np.asarray(ppf(u), dtype=float)
+    lx = np.log(np.maximum(x, 1e-300))
+    dlx = np.gradient(lx, z)
+    scale = np.maximum(dlx, 1e-3 * max(np.max(dlx), 1e-300))  # d log x / d logit(u), floored for atoms
+    # EM grid: 400 cells uniform in logit over [1e-7, 1 - 1e-9], masses as weights.
+    ze = np.linspace(np.log(1e-7 / (1 - 1e-7)), np.log((1 - 1e-9) / 1e-9), 401)
+    ue = 1.0 / (1.0 + np.exp(-ze))
+    ue[0], ue[-1] = 0.0, 1.0
+    xe = np.asarray(ppf(1.0 / (1.0 + np.exp(-0.5 * (ze[1:] + ze[:-1])))), dtype=float)
+    xe = np.maximum(xe, 1e-300)
+    we = np.diff(ue)
+    best = None
+    for orders in _FIT_STRUCTURES:
+        r = np.asarray(orders)
+        big_m = r.size
+        rr = r.astype(float)[:, None]
+
+        def unpack(th, rr=rr, big_m=big_m):
+            logit_a = np.concatenate([[0.0], th[:big_m - 1]])
+            a = np.exp(logit_a - np.max(logit_a))
+            a = a / a.sum()
+            lam = np.exp(th[big_m - 1:])
+            return a, lam * (np.sum(a * rr[:, 0] / lam) / mean)
+
+        def resid(th, rr=rr, unpack=unpack):
+            a, lam = unpack(th)
+            arg = lam[:, None] * x
+            d = np.where(u < 0.5, a @ special.gammainc(rr, arg) - u, (1 - u) - a @ special.gammaincc(rr, arg))
+            return d / (u * (1 - u)) * scale
+
+        starts = []
+        a0, l0 = _em_hyper_erlang(xe, we, r)
+        starts.append(np.concatenate([np.log(np.maximum(a0[1:], 1e-6) / max(a0[0], 1e-6)), np.log(l0)]))
+        # Second start: equal weights, branch means at quantiles spread in logit(u).
+        uq = 1.0 / (1.0 + np.exp(-np.linspace(-2.0, 6.0, big_m))) if big_m > 1 else np.array([0.5])
+        starts.append(np.concatenate([np.zeros(big_m - 1), np.log(rr[:, 0] / np.maximum(ppf(uq), 1e-300))]))
+        for th0 in starts:
+            with np.errstate(all="ignore"):
+                try:
+                    sol = optimize.least_squares(resid, th0, method="trf", x_scale="jac", max_nfev=40)
+                except (ValueError, np.linalg.LinAlgError):
+                    continue
+            if not np.all(np.isfinite(sol.fun)):
+                continue
+            score = np.sqrt(np.mean(sol.fun**2)) + 0.25 * np.max(np.abs(sol.fun))
+            if best is None or score < best[0]:
+                a, lam = unpack(sol.x)
+                best = (score, r, a, lam)
+        if best is not None and best[0] < 0.005:
+            break
+    if best is None:
+        raise ValueError("distribution fit failed")
+    return best[1], best[2], best[3]
+
+
+def _hyper_erlang_ph(orders: np.ndarray, alpha: np.ndarray, lam: np.ndarray, m: int):
+    """PH ``(beta, Tm)`` of a hyper-Erlang, padded to ``m`` phases."""
+    beta = np.zeros(m)
+    tm = -np.eye(m)
+    k = 0
+    for r, a, mu in zip(orders, alpha, lam):
+        beta[k] = a
+        for j in range(k, k + r):
+            tm[j, j] = -mu
+            if j < k + r - 1:
+                tm[j, j + 1] = mu
+        k += r
+    return beta, tm
+
+
+def _distribution_fit(svc: Service) -> tuple[np.ndarray, np.ndarray]:
+    """Hyper-Erlang PH fit of the whole distribution, per parameter point.
+
+    Lognormal and gamma are scale families: the fit is made once per scv at
+    mean 1 (cached) and rescaled.  Empirical and scalar scipy laws are fitted
+    directly; a scipy law with array parameters gets the moment fit.
+    """
+    fam, p = svc.family, svc._params
+    if fam in ("lognormal", "gamma"):
+        mean, scv = np.broadcast_arrays(np.asarray(p["mean"], float), np.asarray(p["scv"], float))
+        fits = []
+        for c in scv.ravel():
+            key = (fam, float(c))
+            if key not in _FIT_CACHE:
+                unit = Service.lognormal(1.0, c) if fam == "lognormal" else Service.gamma(1.0, c)
+                _FIT_CACHE[key] = _hyper_erlang_fit(unit.ppf, 1.0)
+            fits.append(_FIT_CACHE[key])
+        m = max(int(np.sum(f[0])) for f in fits)
+        beta = np.empty(mean.shape + (m,))
+        tm = np.empty(mean.shape + (m, m))
+        bf, tf = beta.reshape(-1, m), tm.reshape(-1, m, m)
+        for i, (f, mu) in enumerate(zip(fits, mean.ravel())):
+            b, t = _hyper_erlang_ph(f[0], f[1], f[2], m)
+            bf[i], tf[i] = b, t / mu
+        return beta, tm
+    if svc.shape != ():
+        return _moment_fit(svc.moment(1), svc.moment(2), svc.moment(3))
+    orders, alpha, lam = _hyper_erlang_fit(svc.ppf, float(svc.mean))
+    return _hyper_erlang_ph(orders, alpha, lam, int(np.sum(orders)))
