@@ -172,3 +172,25 @@ def test_notebook_07_concurrency_slider(browser, voila, tmp_path):
     assert open_ms > 10 * float(_value(page, "closed_ms"))
     page.screenshot(path=str(tmp_path / "notebook07.png"), full_page=True)
     assert (tmp_path / "notebook07.png").stat().st_size > 10_000
+
+
+def test_notebook_02_cpu_slider(browser, voila, tmp_path):
+    """Raise the CPU per request from 10 to 12 ms; the ceiling must be plan.qps_ceiling's for 12 ms."""
+    from capacity import Service, plan
+
+    page = _open(browser, voila("02_qps_ceiling.ipynb"))
+    assert _slider_value(page, "cpu_ms") == 10.0
+    before = _value(page, "ceiling_qps")
+    _move_slider(page, "cpu_ms", presses=4)
+    cpu_ms = _slider_value(page, "cpu_ms")
+    assert cpu_ms == 12.0, "four ArrowRight presses move the CPU slider 10 -> 12 ms (step 0.5)"
+    # The notebook's default SLO and setting: one event-loop process (PS), p99 <= 100 ms, no IO delay.
+    exact = plan.qps_ceiling(Service.exponential(cpu_ms / 1e3), 1, {0.99: 0.100}, discipline="ps")
+    expected = f"{exact.qps:,.1f}"
+    shown = _wait_for_readout(page, "ceiling_qps", expected)
+    # The notebook reads the ceiling off a table of package quantiles (relative error < 1e-4, checked in the
+    # notebook), so allow one unit in the last printed digit.
+    assert shown != before and abs(float(shown.replace(",", "")) - exact.qps) <= 0.1, (before, shown, expected)
+    assert _value(page, "capacity_qps") == f"{exact.capacity_qps:,.1f}"
+    page.screenshot(path=str(tmp_path / "notebook02.png"), full_page=True)
+    assert (tmp_path / "notebook02.png").stat().st_size > 10_000
