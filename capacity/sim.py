@@ -74,6 +74,7 @@ K. Nichols and V. Jacobson, "Controlling queue delay", ACM Queue 10(5)
 """
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 import time
@@ -193,11 +194,20 @@ def _ps(arrivals: np.ndarray, sizes: np.ndarray, servers: int) -> _Trace:
     times gives the next departure in O(log n), and no per-job state is ever
     updated.  ``V`` restarts at 0 whenever the system empties, so its
     rounding error does not grow with the length of the run.
+
+    The heap holds bare floats (a dict maps each finish virtual time to its
+    job): comparing floats is about 3x cheaper than comparing
+    ``(time, id)`` tuples, which matters in overload, when the crowd (and
+    the heap) grows without bound.  Jobs with equal finish virtual times
+    leave at the same instant, so which of them the dict hands out first
+    does not change any completion time.
     """
     n_req = arrivals.size
     c = servers
     completion = [0.0] * n_req
-    heap: list[tuple[float, int]] = []
+    heap: list[float] = []
+    owner: dict[float, int] = {}  # finish virtual time -> job
+    twins: dict[float, list[int]] = {}  # further jobs with the same finish virtual time (rare)
     push, pop = heapq.heappush, heapq.heappop
     t = 0.0  # time of the last event
     v = 0.0  # virtual time at t
@@ -206,16 +216,23 @@ def _ps(arrivals: np.ndarray, sizes: np.ndarray, servers: int) -> _Trace:
     for i in range(n_req):
         a = arr[i]
         # Departures up to and including the arrival instant come first.
-        while heap:
-            n = len(heap)
-            fv = heap[0][0]
+        n = len(heap)
+        while n:
+            fv = heap[0]
             td = t + (fv - v) if n <= c else t + (fv - v) * n / c
             if td > a:
                 break
-            completion[pop(heap)[1]] = td
+            pop(heap)
+            if twins and fv in twins:
+                same = twins[fv]
+                completion[same.pop()] = td
+                if not same:
+                    del twins[fv]
+            else:
+                completion[owner.pop(fv)] = td
             t = td
             v = fv
-        n = len(heap)
+            n -= 1
         if n == 0:
             v = 0.0
         elif n <= c:
@@ -223,13 +240,25 @@ def _ps(arrivals: np.ndarray, sizes: np.ndarray, servers: int) -> _Trace:
         else:
             v += (a - t) * c / n
         t = a
-        push(heap, (v + size[i], i))
-    while heap:
-        n = len(heap)
-        fv = heap[0][0]
+        fv = v + size[i]
+        if fv in owner:
+            twins.setdefault(fv, []).append(i)
+        else:
+            owner[fv] = i
+        push(heap, fv)
+    n = len(heap)
+    while n:
+        fv = pop(heap)
         t = t + (fv - v) if n <= c else t + (fv - v) * n / c
         v = fv
-        completion[pop(heap)[1]] = t
+        if twins and fv in twins:
+            same = twins[fv]
+            completion[same.pop()] = t
+            if not same:
+                del twins[fv]
+        else:
+            completion[owner.pop(fv)] = t
+        n -= 1
     done = np.array(completion, dtype=float).reshape(-1)
     return _Trace(np.full(n_req, np.nan), done, done - arrivals)
 
@@ -455,17 +484,32 @@ class _Book:
         return i
 
 
+def _push_deadline(dl: deque, d: float, i: int) -> None:
+    """Queue client deadline ``d`` of request ``i`` in ``dl``, kept sorted by
+    ``(deadline, id)``.  A process receives its requests in time order, so
+    deadlines arrive sorted and this is an append; the insertion is for
+    equal deadlines whose ids come out of order (a retry arriving at the
+    same instant as an original request)."""
+    item = (d, i)
+    if dl and item < dl[-1]:
+        bisect.insort(dl, item)
+    else:
+        dl.append(item)
+
+
 class _PSProcess:
     """One processor-sharing worker process with ``c`` cores (event object).
 
     Same virtual-time scheme as :func:`_ps`: ``dV/dt = min(1, c/n)``, a heap
     of finish virtual times, ``V`` reset whenever the process empties.  With
     ``abandon`` the request is removed at its deadline (lazy deletion from
-    the heap); with ``watch`` the process keeps a heap of client deadlines so
-    that timeouts happen as events (connection counts, retries).
+    the heap); with ``watch`` the process keeps its client deadlines so that
+    timeouts happen as events (connection counts, retries).  Deadlines are
+    ``arrival + timeout`` and requests arrive in time order, so they are
+    kept in a sorted deque (O(1) per request) rather than a heap.
     """
 
-    __slots__ = ("g", "c", "book", "abandon", "watch", "t", "v", "n", "heap", "dl", "fin")
+    __slots__ = ("g", "c", "book", "abandon", "watch", "t", "v", "n", "heap", "dl", "fin", "hold")
 
     def __init__(self, g: int, c: int, book: _Book, abandon: bool, watch: bool):
         self.g, self.c, self.book = g, c, book
@@ -474,8 +518,12 @@ class _PSProcess:
         self.v = 0.0
         self.n = 0
         self.heap: list[tuple[float, int]] = []
-        self.dl: list[tuple[float, int]] = []
+        self.dl: deque[tuple[float, int]] = deque()  # (client deadline, id), sorted
         self.fin: dict[int, float] = {}
+        # True: advance() leaves the clock at the last event instead of moving
+        # it to its bound (arrive() moves it), so the virtual time takes the
+        # same rounding steps whoever else shares the event loop.
+        self.hold = False
 
     def advance(self, T: float) -> float:
         """Process every completion and deadline at or before ``T`` (completions
@@ -494,7 +542,10 @@ class _PSProcess:
         abandon = self.abandon
         book = self.book
         state, cdone, outbox = book.state, book.client_done, book.outbox
+        departure, completion, cpu, size = book.departure, book.completion, book.cpu, book.size
+        open_, g, retries = book.open, self.g, book.retries
         pop = heapq.heappop
+        popleft = dlh.popleft if dlh is not None else None
         while True:
             if abandon:
                 while state[heap[0][1]] == _DROPPED:
@@ -503,24 +554,28 @@ class _PSProcess:
             tc = t + (fv - v) if n <= c else t + (fv - v) * n / c
             if dlh:
                 while dlh and cdone[dlh[0][1]]:
-                    pop(dlh)
+                    popleft()
                 if dlh and dlh[0][0] < tc:
                     td = dlh[0][0]
                     if td > T:
                         nxt = td
                         break
-                    j = pop(dlh)[1]
+                    j = popleft()[1]
                     if n <= c:
                         v += td - t
                     else:
                         v += (td - t) * c / n
                     t = td
-                    book.fail(j, td)
+                    if retries:
+                        book.fail(j, td)
+                    else:
+                        cdone[j] = 1
+                        open_[g] -= 1
                     if abandon:
                         state[j] = _DROPPED
                         n -= 1
-                        book.departure[j] = td
-                        book.cpu[j] = book.size[j] - (self.fin.pop(j) - v)
+                        departure[j] = td
+                        cpu[j] = size[j] - (self.fin.pop(j) - v)
                         if not n:
                             v = 0.0
                             heap.clear()
@@ -539,20 +594,20 @@ class _PSProcess:
             v = fv
             n -= 1
             state[i] = _DONE
-            book.completion[i] = tc
-            book.departure[i] = tc
-            book.cpu[i] = book.size[i]
+            completion[i] = tc
+            departure[i] = tc
+            cpu[i] = size[i]
             if abandon:
                 del self.fin[i]
             if not cdone[i]:
                 cdone[i] = 1
-                book.open[self.g] -= 1
+                open_[g] -= 1
             if not n:
                 v = 0.0
                 heap.clear()
                 nxt = _INF
                 break
-        if T < _INF:
+        if T < _INF and not self.hold:
             if n:
                 if n <= c:
                     v += T - t
@@ -585,15 +640,20 @@ class _PSProcess:
         book.open[self.g] += 1
         if self.abandon:
             self.fin[i] = fv
-            while book.state[heap[0][1]] == _DROPPED:
+            state = book.state
+            while state[heap[0][1]] == _DROPPED:
                 heapq.heappop(heap)
         tc = a + (heap[0][0] - v) if n <= c else a + (heap[0][0] - v) * n / c
         if self.watch:
             dlh = self.dl
-            heapq.heappush(dlh, (book.deadline[i], i))
+            d = book.deadline[i]
+            if dlh and (d, i) < dlh[-1]:
+                bisect.insort(dlh, (d, i))
+            else:
+                dlh.append((d, i))
             cdone = book.client_done
             while cdone[dlh[0][1]]:
-                heapq.heappop(dlh)
+                dlh.popleft()
             if dlh[0][0] < tc:
                 return dlh[0][0]
         return tc
@@ -602,6 +662,147 @@ class _PSProcess:
         """Record the CPU received so far by the requests still present."""
         book, v = self.book, self.v
         for fv, i in self.heap:
+            if book.state[i] == _SERVING:
+                book.cpu[i] = book.size[i] - (fv - v)
+
+
+class _PSKeepProcess(_PSProcess):
+    """A :class:`_PSProcess` whose server ignores timeouts (no ``abandon``).
+
+    Its crowd grows without bound in overload, so the heap of finish virtual
+    times holds bare floats, about 3x cheaper to sift than ``(time, id)``
+    tuples, with a dict from finish virtual time to request (as in
+    :func:`_ps`; requests with equal finish virtual times leave at the same
+    instant, so which one the dict hands out first changes nothing).
+    """
+
+    __slots__ = ("owner", "twins")
+
+    def __init__(self, g: int, c: int, book: _Book, watch: bool):
+        super().__init__(g, c, book, False, watch)
+        self.owner: dict[float, int] = {}
+        self.twins: dict[float, list[int]] = {}
+
+    def advance(self, T: float) -> float:
+        n = self.n
+        if not n:
+            if T < _INF:
+                self.t = T
+            return _INF
+        heap, c, t, v = self.heap, self.c, self.t, self.v
+        owner, twins = self.owner, self.twins
+        dlh = self.dl if self.watch else None
+        book = self.book
+        state, cdone, outbox = book.state, book.client_done, book.outbox
+        departure, completion, cpu, size = book.departure, book.completion, book.cpu, book.size
+        open_, g, retries = book.open, self.g, book.retries
+        pop = heapq.heappop
+        popleft = dlh.popleft if dlh is not None else None
+        while True:
+            fv = heap[0]
+            tc = t + (fv - v) if n <= c else t + (fv - v) * n / c
+            if dlh:
+                while dlh and cdone[dlh[0][1]]:
+                    popleft()
+                if dlh and dlh[0][0] < tc:
+                    td = dlh[0][0]
+                    if td > T:
+                        nxt = td
+                        break
+                    j = popleft()[1]
+                    if n <= c:
+                        v += td - t
+                    else:
+                        v += (td - t) * c / n
+                    t = td
+                    if retries:
+                        book.fail(j, td)
+                        if outbox:
+                            self.n, self.t, self.v = n, t, v
+                            return td
+                    else:
+                        cdone[j] = 1
+                        open_[g] -= 1
+                    continue
+            if tc > T:
+                nxt = tc
+                break
+            pop(heap)
+            if twins and fv in twins:
+                same = twins[fv]
+                i = same.pop()
+                if not same:
+                    del twins[fv]
+            else:
+                i = owner.pop(fv)
+            t = tc
+            v = fv
+            n -= 1
+            state[i] = _DONE
+            completion[i] = tc
+            departure[i] = tc
+            cpu[i] = size[i]
+            if not cdone[i]:
+                cdone[i] = 1
+                open_[g] -= 1
+            if not n:
+                v = 0.0
+                nxt = _INF
+                break
+        if T < _INF and not self.hold:
+            if n:
+                if n <= c:
+                    v += T - t
+                else:
+                    v += (T - t) * c / n
+            t = T
+        self.n, self.t, self.v = n, t, v
+        return nxt
+
+    def arrive(self, a: float, i: int) -> float:
+        book = self.book
+        n, c = self.n, self.c
+        if n:
+            if n <= c:
+                v = self.v + (a - self.t)
+            else:
+                v = self.v + (a - self.t) * c / n
+        else:
+            v = 0.0
+        self.v = v
+        self.t = a
+        fv = v + book.size[i]
+        owner = self.owner
+        if fv in owner:
+            self.twins.setdefault(fv, []).append(i)
+        else:
+            owner[fv] = i
+        heap = self.heap
+        heapq.heappush(heap, fv)
+        n += 1
+        self.n = n
+        book.state[i] = _SERVING
+        book.open[self.g] += 1
+        tc = a + (heap[0] - v) if n <= c else a + (heap[0] - v) * n / c
+        if self.watch:
+            dlh = self.dl
+            d = book.deadline[i]
+            if dlh and (d, i) < dlh[-1]:
+                bisect.insort(dlh, (d, i))
+            else:
+                dlh.append((d, i))
+            cdone = book.client_done
+            while cdone[dlh[0][1]]:
+                dlh.popleft()
+            if dlh[0][0] < tc:
+                return dlh[0][0]
+        return tc
+
+    def finalize(self, T: float) -> None:
+        book, v = self.book, self.v
+        present = list(self.owner.items())
+        present += [(fv, i) for fv, ids in self.twins.items() for i in ids]
+        for fv, i in present:
             if book.state[i] == _SERVING:
                 book.cpu[i] = book.size[i] - (fv - v)
 
@@ -633,7 +834,8 @@ class _FCFSProcess:
         self.mode, self.watch, self.lifo_bound = mode, watch, lifo_bound
         self.cores: list[tuple[float, int]] = []  # (end of service, id), at most c
         self.queue: deque[int] = deque()
-        self.dl_heap: list[tuple[float, int]] | None = [] if watch else None  # client deadlines
+        # Client deadlines (deadline, id), sorted: requests arrive in time order.
+        self.dl_heap: deque[tuple[float, int]] | None = deque() if watch else None
 
     def _expired(self, j: int, f: float) -> bool:
         """Would queued request ``j`` be dropped or skipped if picked at ``f``?"""
@@ -711,12 +913,12 @@ class _FCFSProcess:
             te = cores[0][0] if cores else _INF
             if dlh:
                 while dlh and cdone[dlh[0][1]]:
-                    pop(dlh)
+                    dlh.popleft()
                 if dlh and dlh[0][0] < te:
                     td, j = dlh[0]
                     if td > T:
                         return td
-                    pop(dlh)
+                    dlh.popleft()
                     book.fail(j, td)
                     if self.mode == "drop" and state[j] == _WAITING:
                         state[j] = _DROPPED
@@ -749,7 +951,7 @@ class _FCFSProcess:
         book = self.book
         book.open[self.g] += 1
         if self.watch:
-            heapq.heappush(self.dl_heap, (book.deadline[i], i))
+            _push_deadline(self.dl_heap, book.deadline[i], i)
         if len(self.cores) < self.c:
             self._start(a, i)
         else:
@@ -762,7 +964,7 @@ class _FCFSProcess:
         if dlh:
             cdone = self.book.client_done
             while dlh and cdone[dlh[0][1]]:
-                heapq.heappop(dlh)
+                dlh.popleft()
             if dlh and dlh[0][0] < te:
                 return dlh[0][0]
         return te
@@ -996,6 +1198,8 @@ def _make_processes(book: _Book, opts: _Options, rng: np.random.Generator | None
     watch = has_timeout and (opts.dispatch == "least_connections" or opts.retries > 0)
     if opts.discipline == "ps":
         abandon = has_timeout and opts.on_timeout != "continue"
+        if not abandon:
+            return [_PSKeepProcess(g, opts.servers, book, watch) for g in range(opts.n_proc)]
         return [_PSProcess(g, opts.servers, book, abandon, watch) for g in range(opts.n_proc)]
     if opts.discipline == "rr":
         abandon = has_timeout and opts.on_timeout != "continue"
@@ -1052,10 +1256,14 @@ def _run_per_process(book: _Book, assign: np.ndarray, opts: _Options, t_end: flo
         groups = [ids.tolist() for ids in np.split(order, cuts)]
     for proc, ids in zip(procs, groups):
         advance, arrive = proc.advance, proc.arrive
+        nxt = _INF  # the process's next event (arrive and advance return it)
         for i in ids:
             a = arrival[i]
-            advance(a)
-            arrive(a, i)
+            # With no event of the process up to ``a``, advance(a) would only
+            # move the clock, which arrive() does with the same arithmetic.
+            if nxt <= a:
+                advance(a)
+            nxt = arrive(a, i)
         proc.advance(t_end)
         proc.finalize(t_end)
     return procs
@@ -1099,6 +1307,47 @@ def _run_global(book: _Book, assign: np.ndarray | None, opts: _Options, t_end: f
     progress = opts.progress
     last_call = -_INF
     stopped = False
+    if progress is None and not book.retries:
+        # No retries: processes interact only through the dispatcher, which
+        # looks at them at arrival instants alone.  Bring the processes with
+        # an event up to each arrival (completions and deadlines first at
+        # equal times), then dispatch: no heap of processes is needed, and
+        # each process runs on its own clock as in engine 2.
+        advs = [p.advance for p in procs]
+        arrs = [p.arrive for p in procs]
+        for p in procs:
+            if isinstance(p, _PSProcess):
+                p.hold = True  # the clock moves at the process's own events and arrivals only
+        gs = range(n_proc)
+        for j in range(n0):
+            a = arrival0[j]
+            if a > t_end:
+                break
+            for g in gs:
+                if nxt[g] <= a:
+                    nxt[g] = advs[g](a)
+            if dispatch == "least_connections":
+                g = open_.index(min(open_))
+            elif dispatch == "single":
+                g = 0
+            elif dispatch == "round_robin":
+                g = (rr % machines) * processes + (rr // machines) % processes
+                rr += 1
+            else:
+                g = pre[j]
+            proc_of[j] = g
+            nxt[g] = arrs[g](a, j)
+        else:
+            j = n0
+        for p in procs:
+            if isinstance(p, _PSProcess):
+                p.hold = False
+            p.advance(t_end)
+            if t_end < _INF:
+                p.finalize(t_end)
+        return j, t_end, False, procs
+    if n_proc == 1:
+        return _run_global_one(book, opts, t_end, total, procs[0])
     while True:
         while ph and ph[0][0] != nxt[ph[0][1]]:
             pop(ph)
@@ -1165,6 +1414,75 @@ def _run_global(book: _Book, assign: np.ndarray | None, opts: _Options, t_end: f
                 if progress(now, total) is False:
                     stopped = True
                     break
+    return _finish_global(j, now, stopped, t_end, procs)
+
+
+def _run_global_one(book: _Book, opts: _Options, t_end: float, total: float,
+                    proc: Any) -> tuple[int, float, bool, list[Any]]:
+    """Engine 3 for one process: the loop of :func:`_run_global` without the
+    heap of processes (same events in the same order, same arithmetic)."""
+    n0 = len(book.arrival)
+    arrival0 = book.arrival[:n0]
+    proc_of = book.process
+    outbox = book.outbox
+    add_retry = book.add_retry
+    advance, arrive = proc.advance, proc.arrive
+    push, pop = heapq.heappush, heapq.heappop
+    rh: list[tuple[float, int, int]] = []  # (retry arrival, sequence, failed request)
+    seq = 0
+    j = 0
+    now = 0.0
+    events = 0
+    progress = opts.progress
+    last_call = -_INF
+    stopped = False
+    nt = _INF  # the process's next event
+    ta = arrival0[0] if n0 else _INF
+    while True:
+        tr = rh[0][0] if rh else _INF
+        if nt <= ta and nt <= tr:
+            if nt > t_end or nt == _INF:
+                break
+            now = nt
+            bound = ta if ta < tr else tr
+            if t_end < bound:
+                bound = t_end
+            nt = advance(bound)
+        else:
+            if tr <= ta:
+                t = tr
+                if t > t_end:
+                    break
+                i = add_retry(t, pop(rh)[2])
+            else:
+                t = ta
+                if t > t_end:
+                    break
+                i = j
+                j += 1
+                ta = arrival0[j] if j < n0 else _INF
+            proc_of[i] = 0
+            nt = arrive(t, i)
+            now = t
+        if outbox:
+            for item in outbox:
+                push(rh, (item[0], seq, item[1]))
+                seq += 1
+            outbox.clear()
+        if progress is not None:
+            events += 1
+            if not events % _PROGRESS_CHECK_EVERY:
+                wall = time.perf_counter()
+                if wall - last_call >= _PROGRESS_INTERVAL:
+                    last_call = wall
+                    if progress(now, total) is False:
+                        stopped = True
+                        break
+    return _finish_global(j, now, stopped, t_end, [proc])
+
+
+def _finish_global(j: int, now: float, stopped: bool, t_end: float,
+                   procs: list[Any]) -> tuple[int, float, bool, list[Any]]:
     end = now if stopped else t_end  # inf when draining: the caller takes the last departure
     for p in procs:
         if not stopped:

@@ -508,3 +508,67 @@ def test_bad_input(kwargs, name):
     kwargs = {"arrivals": [0.0, 1.0], "service": 1.0, **kwargs}
     with pytest.raises(ValueError, match=name):
         simulate(**kwargs)
+
+
+# ---------------------------------------------------------------------------- engine internals (speed-ups)
+def test_ps_equal_finish_times_in_event_engines():
+    """Requests with equal finish virtual times (the float heap keyed by finish
+    time keeps them apart).  Hand-worked: four 1 s requests at t = 0, two
+    processes with least connections, timeout 1.5 s the server ignores:
+    dispatch goes 0, 1, 0, 1 (ties to the lowest index); each process runs
+    two requests at rate 1/2, both done at 2.0.  A fifth request at 1.6
+    finds both counts back at 0 (the clients left at 1.5) and goes to
+    process 0, whose two requests have 0.2 s left each at rate 1/3: done at
+    1.6 + 0.6 = 2.2; the new one then has 0.8 s left alone: done at 3.0."""
+    arr = np.array([0.0, 0.0, 0.0, 0.0, 1.6])
+    opts = _Options(discipline="ps", processes=2, dispatch="least_connections", timeout=1.5)
+    req = _run(arr, np.ones(5), "ps", 1, None, opts).requests
+    assert req["process"].tolist() == [0, 1, 0, 1, 0]
+    np.testing.assert_allclose(req["completion"], [2.2, 2.0, 2.2, 2.0, 3.0], rtol=0, atol=1e-12)
+    assert req["outcome"].tolist() == ["timed_out"] * 4 + ["ok"]
+    # Stopped at 2 s with four requests present at rate 1/4: each has had 0.5 s of CPU.
+    for engine in ("objects", "global"):
+        opts = _Options(discipline="ps", timeout=3.0, drain=False, engine=engine)
+        req = _run(np.zeros(4), np.ones(4), "ps", 1, 2.0, opts).requests
+        np.testing.assert_allclose(req["cpu"], [0.5] * 4, rtol=0, atol=1e-12)
+        assert req["outcome"].tolist() == ["in_flight"] * 4
+
+
+@pytest.mark.parametrize("discipline, cpu", [("ps", [1.0, 0.5, 0.5, 0.5, 0.5, 1.0]),
+                                             ("fcfs", [1.0, 0.0, 1.0, 1.0, 0.0, 1.0])])
+def test_simultaneous_timeouts_in_row_order(discipline, cpu):
+    """Equal deadlines are handled in row order even when the rows arrived the
+    other way round (the engines' rule for simultaneous events).  Hand-worked
+    on one core, 5 s requests, timeout 1 s, drop, 2 retries after 0.5 s:
+    row 0 (t=0) is dropped at 1.0 and retried at 1.5 (row 2), arriving just
+    before row 1 (retries first at equal times).  Both time out at 2.5: row 1
+    first, so its retry (row 3, at 3.0) comes before row 2's (row 4); at 4.0
+    row 3 fails first again (row 5 at 4.5); row 4 has no retry left.  CPU:
+    PS shares the core between the pairs (0.5 s each); FCFS serves the
+    earlier arrival of each pair (row 2, then row 3)."""
+    opts = _Options(discipline=discipline, timeout=1.0, on_timeout="drop", retries=2, retry_backoff=0.5)
+    req = _run(np.array([0.0, 1.5]), np.full(2, 5.0), discipline, 1, None, opts).requests
+    assert req["request_id"].tolist() == [0, 1, 0, 1, 0, 1]
+    assert req["attempt"].tolist() == [0, 0, 1, 1, 2, 2]
+    np.testing.assert_allclose(req["arrival"], [0.0, 1.5, 1.5, 3.0, 3.0, 4.5], rtol=0, atol=1e-12)
+    np.testing.assert_allclose(req["departure"], [1.0, 2.5, 2.5, 4.0, 4.0, 5.5], rtol=0, atol=1e-12)
+    np.testing.assert_allclose(req["cpu"], cpu, rtol=0, atol=1e-12)
+    assert (req["outcome"] == "dropped").all()
+
+
+@pytest.mark.parametrize("discipline, on_timeout", [("ps", "drop"), ("ps", "continue"), ("fcfs", "drop")])
+def test_object_and_global_engines_identical_without_retries(discipline, on_timeout):
+    """Without retries the global loop brings each process up to each arrival
+    on its own clock, as the per-process engine does, so the two give the
+    same floats (not just within 1e-8), in overload too (1.3x capacity)."""
+    rng = np.random.default_rng(5)
+    n = 4000
+    arr = np.sort(rng.uniform(0, n / (1.3 * 3), n))
+    sizes = rng.exponential(1.0, n)
+    runs = {}
+    for engine in ("objects", "global"):
+        opts = _Options(discipline=discipline, processes=3, dispatch="random", timeout=4.0,
+                        on_timeout=on_timeout, engine=engine)
+        runs[engine] = _run(arr, sizes, discipline, 1, None, opts, np.random.default_rng(2)).requests
+    pd.testing.assert_frame_equal(runs["objects"], runs["global"], check_exact=True)
+    assert (runs["global"]["outcome"] != "ok").sum() > 100  # overload matters
