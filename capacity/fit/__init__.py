@@ -7,12 +7,18 @@ the caveats emitted as :mod:`capacity.exceptions` warnings.
 """
 from ._result import FitResult
 from .loadtest import LoadTestFit, from_loadtest
+from .percentiles import PercentileFit, from_percentiles
+from .requests import RequestsFit, from_requests
 from .utilization import UtilizationFit, from_utilization
 
 __all__ = [
     "FitResult",
     "LoadTestFit",
+    "PercentileFit",
+    "RequestsFit",
     "UtilizationFit",
     "from_loadtest",
+    "from_percentiles",
+    "from_requests",
     "from_utilization",
 ]

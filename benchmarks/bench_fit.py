@@ -1,0 +1,115 @@
+"""Timing of capacity.fit.from_percentiles (run: python benchmarks/bench_fit.py [--full]).
+
+Prints wall times (best of N, ms) of one fit of four percentiles (p50/p90/p99/p99.9):
+* FCFS, lognormal CPU (mean, scv free) at one load and at three loads jointly;
+* FCFS, lognormal CPU plus a constant delay;
+* PS, exponential CPU (mean free);
+* PS, lognormal CPU (mean, scv free; the slow path of capacity.ps);
+against the issue's target (100 ms per fit), and a naive baseline in the same process:
+scipy.optimize.minimize(method="Nelder-Mead") on the same objective with one scalar
+forward call per percentile (no batching, no Jacobian, start at mean = p50, scv = 1).
+The naive PS-lognormal fit takes minutes; without --full it is extrapolated from the
+cost of one scalar evaluation and the naive FCFS evaluation count (printed as such).
+"""
+from __future__ import annotations
+
+import sys
+import time
+import warnings
+
+import numpy as np
+from scipy import optimize
+
+from capacity import Service, fcfs, ps
+from capacity.fit import from_percentiles
+
+Q = np.array([0.5, 0.9, 0.99, 0.999])
+MEAN, LAM = 0.05, 8.0
+TARGET_MS = 100.0
+
+
+def best_ms(func, repeat=5):
+    best, out = np.inf, None
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        out = func()
+        best = min(best, time.perf_counter() - t0)
+    return 1e3 * best, out
+
+
+def naive_fit(obs, lam, forward, family, two_param=True, maxfev=2000):
+    """Nelder-Mead on the sum of squared log errors, one scalar forward call per percentile."""
+    qs = np.array(list(obs))
+    ts = np.array(list(obs.values()))
+    count = [0]
+
+    def ssr(x):
+        m = float(np.exp(x[0]))
+        c = float(np.exp(x[1])) if two_param else 1.0
+        if lam * m >= 1:
+            return 1e6
+        svc = getattr(Service, family)(m, c) if two_param else Service.exponential(m)
+        count[0] += 1
+        model = np.array([forward(float(q), lam, svc) for q in qs])
+        return float(np.sum((np.log(model) - np.log(ts)) ** 2))
+
+    x0 = np.log([ts[0], 1.0]) if two_param else np.log([ts[0]])
+    sol = optimize.minimize(ssr, x0, method="Nelder-Mead",
+                            options={"xatol": 1e-6, "fatol": 1e-12, "maxfev": maxfev})
+    return float(np.exp(sol.x[0])), count[0]
+
+
+def main() -> None:
+    full = "--full" in sys.argv
+    warnings.simplefilter("ignore")
+    svc = Service.lognormal(MEAN, 2.0)
+    one = dict(zip(Q.tolist(), fcfs.response_quantile(Q, LAM, svc)))
+    three = [{"percentiles": dict(zip(Q.tolist(), fcfs.response_quantile(Q, lam, svc))), "arrival_rate": lam}
+             for lam in (6.0, 12.0, 16.0)]
+    delayed = {q: t + 0.02 for q, t in one.items()}
+    ps_exp = dict(zip(Q.tolist(), ps.response_quantile(Q, LAM, Service.exponential(MEAN))))
+    ps_ln = dict(zip(Q.tolist(), ps.response_quantile(Q, LAM, svc)))
+
+    from_percentiles(one, LAM, discipline="fcfs")          # warm-up (imports, caches)
+    rows = []
+    print(f"one from_percentiles fit (4 percentiles, E[S] = {1e3 * MEAN:g} ms), target {TARGET_MS:g} ms")
+    cases = [
+        ("FCFS lognormal, 1 load", lambda: from_percentiles(one, LAM, discipline="fcfs"), 5),
+        ("FCFS lognormal, 3 loads", lambda: from_percentiles(three, discipline="fcfs"), 5),
+        ("FCFS lognormal + delay",
+         lambda: from_percentiles(delayed, LAM, discipline="fcfs", delay="constant"), 5),
+        ("PS exponential, 1 load", lambda: from_percentiles(ps_exp, LAM, family="exponential"), 5),
+        ("PS lognormal, 1 load", lambda: from_percentiles(ps_ln, LAM, family="lognormal"), 1),
+    ]
+    for name, func, rep in cases:
+        ms, res = best_ms(func, rep)
+        rows.append((name, ms))
+        flag = "ok " if ms <= TARGET_MS else "SLOW"
+        print(f"  {flag} {name:28s} {ms:9.1f} ms   E[S] = {1e3 * res.cpu_per_request_:.3f} ms, "
+              f"scv = {res.scv_:.3f}, {res.n_function_evaluations_} evaluations")
+
+    print("\nnaive baseline: Nelder-Mead, scalar forward call per percentile (same process)")
+    ms_n, (m_n, nfev) = best_ms(lambda: naive_fit(one, LAM, fcfs.response_quantile, "lognormal"), 1)
+    print(f"  FCFS lognormal, 1 load      {ms_n:9.1f} ms   E[S] = {1e3 * m_n:.3f} ms, {nfev} evaluations;"
+          f" ratio naive / batched = {ms_n / rows[0][1]:.1f}x")
+    ms_e, (m_e, nfev_e) = best_ms(lambda: naive_fit(ps_exp, LAM, ps.response_quantile, "exponential",
+                                                    two_param=False), 1)
+    print(f"  PS exponential, 1 load      {ms_e:9.1f} ms   E[S] = {1e3 * m_e:.3f} ms, {nfev_e} evaluations;"
+          f" ratio = {ms_e / rows[3][1]:.1f}x")
+    if full:
+        ms_l, (m_l, nfev_l) = best_ms(lambda: naive_fit(ps_ln, LAM, ps.response_quantile, "lognormal"), 1)
+        print(f"  PS lognormal, 1 load        {ms_l:9.1f} ms   E[S] = {1e3 * m_l:.3f} ms, "
+              f"{nfev_l} evaluations; ratio = {ms_l / rows[4][1]:.1f}x")
+    else:
+        t0 = time.perf_counter()
+        for q in Q:
+            ps.response_quantile(float(q), LAM, svc)
+        per_eval = 1e3 * (time.perf_counter() - t0)
+        est = per_eval * nfev
+        print(f"  PS lognormal, 1 load        ~{est:8.0f} ms   EXTRAPOLATED: {per_eval:.0f} ms per "
+              f"evaluation x {nfev} evaluations (the FCFS count); ratio ~ {est / rows[4][1]:.0f}x "
+              "(run with --full to time it)")
+
+
+if __name__ == "__main__":
+    main()

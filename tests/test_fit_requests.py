@@ -1,0 +1,144 @@
+"""Tests of capacity.fit.from_requests (issue 4, section 3).
+
+References: synthetic per-request logs from seeded simulations (capacity.sim, exact
+request-by-request simulators) with a known CPU cost; the printed request-log excerpt of seed
+article 000 (data/incident_request_log.csv) for the "too little data" path.
+"""
+from __future__ import annotations
+
+import pathlib
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from capacity import Service
+from capacity.exceptions import FitWarning, IdentifiabilityWarning
+from capacity.fit import RequestsFit, from_requests
+from capacity.sim import simulate
+
+DATA = pathlib.Path(__file__).resolve().parents[1] / "data"
+MEAN = 0.04
+
+
+def _log(mean=MEAN, scv=1.0, rates=(5.0, 10.0, 15.0, 20.0), seconds=3000, seed=1, start="2024-03-01"):
+    """A per-request log of an M/G/1 FCFS server whose rate steps through ``rates``."""
+    series = pd.Series(np.repeat(np.asarray(rates, float), seconds))
+    req = simulate(series, Service.lognormal(mean, scv), "fcfs", seed=seed).requests
+    t0 = pd.Timestamp(start, tz="UTC")
+    return pd.DataFrame({"time": t0 + pd.to_timedelta(req["completion"].to_numpy(), unit="s"),
+                         "duration": req["response"].to_numpy()}), req
+
+
+def _quiet(*args, **kwargs):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        res = from_requests(*args, **kwargs)
+    return res, caught
+
+
+def test_recovers_cost_from_completion_stamped_log():
+    # Truth: 40 ms lognormal (scv 1) CPU per request, FCFS, four load levels (utilisation
+    # 0.2-0.8), nginx-style completion time stamps.  Target: cost within 3 % (issue 4, sec. 7).
+    log, req = _log()
+    res, caught = _quiet(log, window="10s", discipline="fcfs", bins=4)
+    assert isinstance(res, RequestsFit)
+    assert abs(res.cpu_per_request_ / MEAN - 1) < 0.03
+    assert abs(res.scv_ - 1.0) < 0.15
+    assert len(res.bins_) == 4
+    assert res.windows_["requests"].sum() == len(req)
+    assert not [w for w in caught if issubclass(w.category, FitWarning)]
+    # Per-window QPS is requests / window length.
+    np.testing.assert_allclose(res.windows_["qps"], res.windows_["requests"] / 10.0)
+
+
+def test_start_stamped_log_gives_the_same_windows():
+    log, req = _log(rates=(8.0, 16.0), seconds=2000)
+    start = pd.DataFrame({"time": req["arrival"].to_numpy(), "duration": req["response"].to_numpy()})
+    end = pd.DataFrame({"time": req["completion"].to_numpy(), "duration": req["response"].to_numpy()})
+    a, _ = _quiet(start, window="10s", time_is="start", discipline="fcfs", bins=2)
+    b, _ = _quiet(end, window="10s", time_is="end", discipline="fcfs", bins=2)
+    # completion - response = arrival up to rounding, so the bins hold the same requests.
+    assert a.bins_["requests"].tolist() == b.bins_["requests"].tolist()
+    assert a.cpu_per_request_ == pytest.approx(b.cpu_per_request_, rel=1e-6)
+    assert abs(a.cpu_per_request_ / MEAN - 1) < 0.03
+
+
+def test_endpoints_fitted_separately_and_thin_ones_skipped():
+    # Two endpoints served by separate single-core processes (so each is its own queue, the
+    # assumption of the per-endpoint fits), costs 20 ms and 60 ms; a third with 50 requests.
+    a, _ = _log(mean=0.02, rates=(10.0, 25.0), seconds=1500, seed=2)
+    b, _ = _log(mean=0.06, rates=(4.0, 10.0), seconds=1500, seed=3)
+    a["endpoint"], b["endpoint"] = "/api/cheap", "/api/dear"
+    c = b.iloc[:50].copy()
+    c["endpoint"] = "/api/rare"
+    df = pd.concat([a, b, c], ignore_index=True)
+    res, caught = _quiet(df, window="10s", discipline="fcfs", bins=2, min_requests=1000)
+    assert set(res.endpoint_fits_) == {"/api/cheap", "/api/dear"}
+    assert abs(res.endpoint_fits_["/api/cheap"].cpu_per_request_ / 0.02 - 1) < 0.03
+    assert abs(res.endpoint_fits_["/api/dear"].cpu_per_request_ / 0.06 - 1) < 0.03
+    table = res.endpoints_.set_index("endpoint")
+    assert table.loc["/api/rare", "status"].startswith("skipped")
+    assert table["requests"].sum() == len(df)
+    assert any(issubclass(w.category, IdentifiabilityWarning) and "/api/rare" in str(w.message)
+               for w in caught)
+
+
+def test_nginx_columns_are_recognised():
+    # read_nginx's frame names the latency request_time and the endpoint path.
+    log, _ = _log(rates=(10.0, 20.0), seconds=1500, seed=4)
+    nginx = log.rename(columns={"duration": "request_time"})
+    nginx["path"] = "/api/x"
+    res, _ = _quiet(nginx, window="10s", discipline="fcfs", bins=2)
+    assert abs(res.cpu_per_request_ / MEAN - 1) < 0.03
+    assert res.endpoint_fits_ == {}                  # one endpoint: no per-endpoint fits
+
+
+def test_incident_excerpt_is_too_thin_to_fit():
+    # Seed article 000's printed log: 49 requests in 35 s, 9 of them stamped 09:20:25.
+    raw = pd.read_csv(DATA / "incident_request_log.csv")
+    df = pd.DataFrame({"time": pd.to_datetime("2024-01-01 " + raw["time"]),
+                       "duration": raw["duration_s"], "endpoint": raw["endpoint"]})
+    res, caught = _quiet(df, window="1s", time_is="start")
+    assert res.windows_["requests"].sum() == 49
+    assert res.windows_["requests"].iloc[0] == 9
+    assert res.fit_ is None
+    assert any(issubclass(w.category, FitWarning) for w in caught)
+    with pytest.raises(ValueError, match="no fit"):
+        res.predict(0.99, 10.0)
+
+
+def test_missing_durations_are_counted():
+    log, _ = _log(rates=(10.0, 20.0), seconds=1000, seed=5)
+    log.loc[::100, "duration"] = np.nan
+    res, caught = _quiet(log, window="10s", discipline="fcfs", bins=2)
+    n_nan = int(log["duration"].isna().sum())
+    assert any(f"{n_nan} of {len(log)} rows" in str(w.message) for w in caught)
+    assert res.n_observations == len(log) - n_nan
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(df=[1, 2, 3]), "DataFrame"),
+    (dict(df=pd.DataFrame({"time": [], "duration": []})), "no rows"),
+    (dict(df=pd.DataFrame({"when": [1.0], "duration": [0.1]})), "time column"),
+    (dict(df=pd.DataFrame({"time": [1.0], "duration": [0.1]}), window="soon"), "window"),
+    (dict(df=pd.DataFrame({"time": [1.0], "duration": [0.1]}), time_is="middle"), "time_is"),
+    (dict(df=pd.DataFrame({"time": [1.0], "duration": [0.1]}), bins=0), "bins"),
+    (dict(df=pd.DataFrame({"time": [1.0], "duration": [0.1]}), quantiles=[1.5]), "quantiles"),
+    (dict(df=pd.DataFrame({"time": [1.0], "duration": [0.1]}), by_endpoint=True), "endpoint"),
+    (dict(df=pd.DataFrame({"time": [1.0], "duration": [0.1]}), utilization=0.2), "utilization"),
+])
+def test_bad_input(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        from_requests(**kwargs)
+
+
+def test_one_bin_over_varying_load_is_flagged():
+    # Pooling 5-20 req/s into one "steady state" misstates the cost (~17 % here): the bin's
+    # window counts vary ~100x more than Poisson noise, and the fit must say so.
+    log, _ = _log()
+    res, caught = _quiet(log, discipline="fcfs", bins=1)
+    assert res.bins_["dispersion"].iloc[0] > 4
+    assert any(issubclass(w.category, FitWarning) and "mixes different loads" in str(w.message)
+               for w in caught)
