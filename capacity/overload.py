@@ -805,8 +805,11 @@ class RetryAnalysis:
         (NaN, NaN if none), to the resolution of the grid.
     curve : pandas.DataFrame
         On the load grid ``x``: ``p`` (failed fraction of attempts),
-        ``amplification`` (``sum_k p^k``) and ``first_attempt_rate``
-        (``x / amplification``, the lambda for which ``x`` is a fixed point).
+        ``amplification`` (``sum_k p^k``), ``first_attempt_rate``
+        (``x / amplification``, the lambda for which ``x`` is a fixed point)
+        and ``excess`` (``g(x) = lambda * amplification - x``, attempts/s, at
+        the analysed first-attempt rate: positive where the attempt rate
+        grows, zero at the fixed points).
     """
 
     fixed_points: list
@@ -936,7 +939,7 @@ def retry_fixed_points(arrival_rate: float, service: Service | float, timeout: f
     crossings = np.sum(np.diff(np.sign(phi[:, None] - lam_grid[None, :]), axis=0) != 0, axis=0)
     multi = lam_grid[crossings >= 3]
     bistable = (float(multi.min()), float(multi.max())) if multi.size else (math.nan, math.nan)
-    curve = pd.DataFrame({"load": x, "p": p, "amplification": amp, "first_attempt_rate": phi})
+    curve = pd.DataFrame({"load": x, "p": p, "amplification": amp, "first_attempt_rate": phi, "excess": g})
     return RetryAnalysis(points, bistable, curve)
 
 

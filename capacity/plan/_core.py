@@ -17,6 +17,7 @@ __all__ = [
     "ServersNeeded",
     "TimeoutAdvice",
     "TimeoutSafeRate",
+    "burst_tolerance",
     "qps_ceiling",
     "recommend_timeout",
     "servers_needed",
@@ -152,6 +153,56 @@ def _mm1_fcfs_ceiling(mean: np.ndarray, q: np.ndarray, t: np.ndarray) -> np.ndar
     return np.where(t > 0, np.maximum(rate, 0.0), 0.0)
 
 
+def _check_rr(discipline: str, slices, slice_delay) -> tuple[int, float]:
+    """Validated ``(slices, slice_delay)``; only ``discipline="rr"`` may set them."""
+    if discipline not in ("ps", "fcfs", "rr"):
+        raise ValueError(f"discipline must be 'ps', 'fcfs' or 'rr', got {discipline!r}")
+    if isinstance(slices, (bool, np.bool_)) or not np.ndim(slices) == 0 or not float(slices).is_integer() \
+            or slices < 1:
+        raise ValueError(f"slices must be an integer >= 1, got {slices!r}")
+    d = float(check_nonnegative(slice_delay, "slice_delay"))
+    if discipline != "rr" and (slices != 1 or d != 0):
+        raise ValueError(f"slices and slice_delay apply to discipline='rr' only, got {discipline!r}")
+    return int(slices), d
+
+
+def _rr_quantile(slices: int) -> Callable:
+    from .. import rr
+
+    def quantile(q, rate, svc, c):
+        return rr.response_quantile(q, rate, svc, c, slices=slices)
+    return quantile
+
+
+def _max_rates_quantile(qfunc: Callable, service: Service, servers: np.ndarray, t: np.ndarray,
+                        q: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """As :func:`_max_rates`, but solving ``log quantile_q(lambda) = log t`` on a quantile function
+    ``qfunc(q, arrival_rate, service, servers)`` (for models whose quantile is primary, like rr)."""
+    svc = service._expand(1)
+    c = servers[..., None]
+    mean = np.asarray(svc.mean, dtype=float)
+    shape = np.broadcast_shapes(c.shape, mean.shape, t.shape)
+    capacity = np.broadcast_to(c / mean, shape[:-1] + (1,))
+    tt = np.broadcast_to(np.where(t > 0, t, 1.0), shape)
+    qq = np.broadcast_to(q, shape)
+    reason = np.broadcast_to(np.where(t > 0, 0, 1), shape).copy()
+    at_zero = np.asarray(qfunc(qq, np.zeros(shape), svc, c), dtype=float)
+    reason[(reason == 0) & (at_zero > tt)] = 2
+    target = np.where(reason == 0, np.log(tt), np.nan)
+
+    def func(u):
+        rate = capacity * (u / (1.0 + u))
+        return np.log(np.asarray(qfunc(qq, rate, svc, c), dtype=float))
+
+    if (reason == 0).any():
+        u = solve_increasing(func, target, np.full(shape, 1e-3), np.full(shape, 1e2), log=True,
+                             rtol=_RATE_RTOL)
+        rates = np.where(reason == 0, capacity * (u / (1.0 + u)), 0.0)
+    else:
+        rates = np.zeros(shape)
+    return rates, reason, capacity
+
+
 # ---------------------------------------------------------------------------------------------
 # qps_ceiling
 
@@ -203,7 +254,8 @@ class Ceiling:
 
 
 def qps_ceiling(service: Service | ArrayLike, servers: ArrayLike = 1, slo: Mapping[float, float] | None = None,
-                discipline: str = "ps", delay: float = 0.0, *, slo_on: str = "response") -> Ceiling:
+                discipline: str = "ps", delay: float = 0.0, *, slo_on: str = "response", slices: int = 1,
+                slice_delay: float = 0.0, method: str = "exact") -> Ceiling:
     """The highest request rate at which every SLO percentile holds.
 
     Parameters
@@ -216,15 +268,27 @@ def qps_ceiling(service: Service | ArrayLike, servers: ArrayLike = 1, slo: Mappi
         per element.
     slo : mapping, optional
         Quantile -> seconds, e.g. ``{0.99: 0.5, 0.999: 2.0}`` (default ``{0.99: 0.5}``).
-    discipline : {"ps", "fcfs"}, optional
-        Processor sharing (an event loop, a time-sliced CPU; default) or first come first
-        served (a blocking worker pool).
+    discipline : {"ps", "fcfs", "rr"}, optional
+        Processor sharing (an event loop, a time-sliced CPU; default), first come first
+        served (a blocking worker pool) or event-loop round robin with ``slices`` slices per
+        request (handlers that ``await``; :mod:`capacity.rr`).
     delay : float, optional
         Constant non-CPU latency added to every response (IO wait, downstream calls), seconds.
         It does not hold the CPU, so it only shrinks each threshold to ``t - delay``.
     slo_on : {"response", "wait"}, optional
         Whether the SLO bounds the response time (default) or, for FCFS, the waiting time
         before service starts (call-centre style "answered within 20 s").
+    slices : int, optional
+        ``discipline="rr"`` only: CPU slices per request (1 is FCFS exactly).
+    slice_delay : float, optional
+        ``discipline="rr"`` only: non-CPU delay between slices, seconds; like ``delay`` it
+        shrinks each threshold, by ``(slices - 1) * slice_delay`` (exact in the rr model).
+    method : {"exact", "curve"}, optional
+        ``"exact"`` (default) solves the forward model; ``"curve"`` reads the ceiling off the
+        cached scale-free latency curve (:func:`capacity.plan.latency_curve`,
+        :func:`capacity.plan.ceiling_from_curve`): microseconds once the curve for the
+        service shape is cached, relative error below 2e-4 (see ``ceiling_from_curve``);
+        scalar service and servers only.
 
     Returns
     -------
@@ -243,6 +307,10 @@ def qps_ceiling(service: Service | ArrayLike, servers: ArrayLike = 1, slo: Mappi
 
     M/M/1 FCFS has the closed form ``lambda = mu - ln(1 / (1 - q)) / t`` (the response time is
     exponential with rate ``mu - lambda``), used directly.
+
+    Round robin (``"rr"``, ``slices > 1``) solves ``log quantile_q(T; lambda) = log t`` on
+    :func:`capacity.rr.response_quantile` (its ``response_sf`` interpolates between tail
+    levels), with the same solver; ``slices=1`` is the FCFS computation.
 
     The accuracy is that of the forward model: exact for M/G/1 and M/M/c FCFS and for PS with
     phase-type service on one core or exponential service on ``c`` cores; approximate otherwise
@@ -278,24 +346,36 @@ def qps_ceiling(service: Service | ArrayLike, servers: ArrayLike = 1, slo: Mappi
     delay_f = float(check_nonnegative(delay, "delay"))
     if slo_on == "wait" and delay_f > 0:
         raise ValueError("delay applies to the response time; with slo_on='wait' it must be 0")
+    k, d_slice = _check_rr(discipline, slices, slice_delay)
+    if method not in ("exact", "curve"):
+        raise ValueError(f"method must be 'exact' or 'curve', got {method!r}")
+    if discipline == "rr" and slo_on != "response":
+        raise ValueError("slo_on='wait' needs discipline='fcfs'")
+    model = "fcfs" if (discipline == "rr" and k == 1) else discipline
     p = -np.expm1(np.log(qs))  # 1 - q, exactly for q near 1
     if (p < _MIN_FRACTION).any():
         raise ValueError(f"slo quantile must be at most 1 - {_MIN_FRACTION:g} (the forward models resolve "
                          f"tail fractions only down to ~1e-9), got {qs.max()!r}")
-    t_eff = ts - delay_f
-    sf = _tail_function(discipline, slo_on)
+    t_eff = ts - delay_f - (k - 1) * d_slice
 
-    closed = (discipline == "fcfs" and slo_on == "response" and service.family == "exponential"
-              and bool(np.all(c == 1)))
-    if closed:
+    closed = (model == "fcfs" and slo_on == "response" and service.family == "exponential"
+              and bool(np.all(c == 1)) and method == "exact")
+    if method == "curve":
+        if slo_on != "response":
+            raise ValueError("method='curve' covers response-time SLOs only")
+        from .curves import _curve_rates
+        rates, reason, capacity = _curve_rates(service, c, qs, t_eff, discipline, k)
+    elif closed:
         mean = np.asarray(service.mean, dtype=float)[..., None]
         shape = np.broadcast_shapes(c[..., None].shape, mean.shape, ts.shape)
         rates = np.broadcast_to(_mm1_fcfs_ceiling(mean, qs, t_eff), shape)
         capacity = np.broadcast_to(c[..., None] / mean, shape[:-1] + (1,))
         at_zero = np.exp(-np.where(t_eff > 0, t_eff, 0.0) / mean)
         reason = np.broadcast_to(np.where(t_eff <= 0, 1, np.where(at_zero > p, 2, 0)), shape)
+    elif model == "rr":
+        rates, reason, capacity = _max_rates_quantile(_rr_quantile(k), service, c, t_eff, qs)
     else:
-        rates, reason, capacity = _max_rates(sf, service, c, t_eff, p)
+        rates, reason, capacity = _max_rates(_tail_function(model, slo_on), service, c, t_eff, p)
 
     which = np.argmin(rates, axis=-1)
     qps = np.take_along_axis(rates, which[..., None], axis=-1)[..., 0]
@@ -308,12 +388,12 @@ def qps_ceiling(service: Service | ArrayLike, servers: ArrayLike = 1, slo: Mappi
     result_rates = {float(q): _out(rates[..., i]) for i, q in enumerate(qs)}
     res = dict(qps=_out(qps), capacity_qps=_out(cap), ratio=_out(qps / cap), binding=_out(binding),
                rates=result_rates, feasible=_out(feasible), slo={float(q): float(t) for q, t in zip(qs, ts)},
-               discipline=discipline, servers=_out(c), delay=delay_f, slo_on=slo_on)
+               discipline=discipline, servers=_out(c), delay=delay_f + (k - 1) * d_slice, slo_on=slo_on)
     text = _explain_ceiling(res, service, reason, qs, ts, which, first_bad)
     return Ceiling(**res, explanation=text)
 
 
-_DISCIPLINE_TEXT = {"ps": "processor sharing", "fcfs": "FCFS"}
+_DISCIPLINE_TEXT = {"ps": "processor sharing", "fcfs": "FCFS", "rr": "event-loop round robin"}
 
 
 def _servers_text(servers) -> str:
@@ -652,9 +732,67 @@ def _burst_seconds(burst_qps: float, service: Service, servers, budget: float, d
     return _out(out)
 
 
+def burst_tolerance(service: Service | ArrayLike, servers: ArrayLike, timeout: ArrayLike, burst_qps: ArrayLike,
+                    discipline: str = "ps", *, delay: float = 0.0):
+    """How long a burst above capacity may last before a mean-sized request misses the timeout.
+
+    Parameters
+    ----------
+    service : Service or float
+        CPU time per request, seconds.
+    servers : int or array_like of int
+        Cores or worker processes serving one queue.
+    timeout : float or array_like
+        Client timeout, seconds.
+    burst_qps : float or array_like
+        Arrival rate during the burst, requests/s.
+    discipline : {"ps", "fcfs"}, optional
+    delay : float, optional
+        Constant non-CPU latency per response, seconds (it uses up part of the timeout).
+
+    Returns
+    -------
+    float or ndarray
+        The longest burst at ``burst_qps``, from an idle server, after which a request of mean
+        size still completes within ``timeout``, seconds; ``inf`` at or below capacity, 0 when
+        even an idle server misses the timeout.
+
+    Notes
+    -----
+    The fluid overload laws of :mod:`capacity.overload` (an approximation that ignores
+    randomness, good once the backlog is many requests deep).  With
+    ``rho_b = burst_qps E[S] / c > 1``, a FCFS arrival ``u`` s into the burst waits
+    ``(rho_b - 1) u`` (:func:`capacity.overload.fcfs_overload_wait`), so the burst may last
+    ``(timeout - delay - E[S]) / (rho_b - 1)``.  Under PS a request of size ``x`` arriving at
+    ``u`` stays ``u (exp(alpha x / c) - 1)`` (:func:`capacity.overload.ps_fluid_sojourn`,
+    Jean-Marie & Robert 1994), so the burst may last ``(timeout - delay) / (exp(alpha E[S] / c) - 1)``.
+    This is what ``timeout_safe_rate(..., burst_qps=...).burst_seconds`` reports.
+
+    References
+    ----------
+    A. Jean-Marie and P. Robert, "On the transient behavior of the processor sharing queue",
+    Queueing Systems 17 (1994) 129-136.
+
+    Examples
+    --------
+    >>> from capacity import plan
+    >>> round(plan.burst_tolerance(0.025, 1, 1.0, 60.0, discipline="fcfs"), 4)   # (1 - 0.025) / 0.5
+    1.95
+    """
+    if discipline not in ("ps", "fcfs"):
+        raise ValueError(f"discipline must be 'ps' or 'fcfs', got {discipline!r}")
+    service = as_service(service)
+    c = check_servers(servers)
+    to = check_positive(timeout, "timeout")
+    burst = check_positive(burst_qps, "burst_qps")
+    d = float(check_nonnegative(delay, "delay"))
+    return _burst_seconds(burst, service, c, to - d, discipline)
+
+
 def timeout_safe_rate(service: Service | ArrayLike, servers: ArrayLike, timeout: float,
                       max_timeout_fraction: float = 1e-3, discipline: str = "ps", *,
-                      delay: float = 0.0, burst_qps: float | None = None) -> TimeoutSafeRate:
+                      delay: float = 0.0, burst_qps: float | None = None, slices: int = 1,
+                      slice_delay: float = 0.0, method: str = "exact") -> TimeoutSafeRate:
     """The highest request rate at which at most ``max_timeout_fraction`` of requests time out.
 
     Parameters
@@ -667,9 +805,15 @@ def timeout_safe_rate(service: Service | ArrayLike, servers: ArrayLike, timeout:
         Client timeout, seconds.
     max_timeout_fraction : float, optional
         Largest acceptable fraction of requests slower than ``timeout`` (default 1e-3).
-    discipline : {"ps", "fcfs"}, optional
+    discipline : {"ps", "fcfs", "rr"}, optional
+        As in :func:`qps_ceiling` (burst tolerance: ``ps`` and ``fcfs`` only).
     delay : float, optional
         Constant non-CPU latency per response, seconds.
+    slices, slice_delay : optional
+        Round robin only, as in :func:`qps_ceiling`.
+    method : {"exact", "curve"}, optional
+        ``"curve"``: read the rate off the cached latency curve of the ``1 - fraction`` quantile
+        (:func:`qps_ceiling` with ``method="curve"``), fast enough for sliders; default exact.
     burst_qps : float, optional
         A burst rate, requests/s (typically above capacity): the result's ``burst_seconds`` is
         the longest burst at that rate, starting from an idle server, after which a request of
@@ -714,7 +858,8 @@ def timeout_safe_rate(service: Service | ArrayLike, servers: ArrayLike, timeout:
     """
     frac = float(check_quantile(max_timeout_fraction, "max_timeout_fraction"))
     to = float(check_positive(timeout, "timeout"))
-    res = qps_ceiling(service, servers, {1.0 - frac: to}, discipline=discipline, delay=delay)
+    res = qps_ceiling(service, servers, {1.0 - frac: to}, discipline=discipline, delay=delay, slices=slices,
+                      slice_delay=slice_delay, method=method)
     service = as_service(service)
     if np.ndim(res.qps):
         text = res.explanation
@@ -734,7 +879,9 @@ def timeout_safe_rate(service: Service | ArrayLike, servers: ArrayLike, timeout:
     burst = burst_s = None
     if burst_qps is not None:
         burst = float(check_positive(burst_qps, "burst_qps"))
-        burst_s = _burst_seconds(burst, service, res.servers, to - float(delay), discipline)
+        if discipline == "rr":
+            raise ValueError("burst_qps: the fluid burst model covers discipline 'ps' and 'fcfs' only")
+        burst_s = burst_tolerance(service, res.servers, to, burst, discipline, delay=delay)
         if np.ndim(burst_s) == 0:
             if np.isinf(burst_s):
                 text += (f" A burst at {_fmt_rate(burst)} is within capacity: it can last indefinitely in the fluid "
