@@ -57,6 +57,7 @@ Evaluation 31 (1998) 245-279.
 from __future__ import annotations
 
 import math
+import weakref
 
 import numpy as np
 from scipy import optimize, special
@@ -258,6 +259,8 @@ _FIT_STRUCTURES = ((1,) * 8, (2,) * 8, (1, 3, 3, 3), (3,) * 5, (1, 3, 4, 5), (4,
 # Target grid: probabilities uniform in logit(u) over [1e-3, 1 - 1e-6].
 _FIT_U = 1.0 / (1.0 + np.exp(-np.linspace(np.log(1e-3 / (1 - 1e-3)), np.log((1 - 1e-6) / 1e-6), 120)))
 _FIT_CACHE: dict = {}
+# Fits of empirical and scipy services, per Service object (dropped with the object).
+_OBJECT_FITS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _em_hyper_erlang(x: np.ndarray, w: np.ndarray, orders: np.ndarray, iters: int = 100):
@@ -392,5 +395,16 @@ def _distribution_fit(svc: Service) -> tuple[np.ndarray, np.ndarray]:
         return beta, tm
     if svc.shape != ():
         return _moment_fit(svc.moment(1), svc.moment(2), svc.moment(3))
-    orders, alpha, lam = _hyper_erlang_fit(svc.ppf, float(svc.mean))
-    return _hyper_erlang_ph(orders, alpha, lam, int(np.sum(orders)))
+    # The fit takes ~0.5 s and every quantile call needs it: keep it with the object.
+    try:
+        cached = _OBJECT_FITS.get(svc)
+    except TypeError:  # unhashable
+        cached = None
+    if cached is None:
+        orders, alpha, lam = _hyper_erlang_fit(svc.ppf, float(svc.mean))
+        cached = _hyper_erlang_ph(orders, alpha, lam, int(np.sum(orders)))
+        try:
+            _OBJECT_FITS[svc] = cached
+        except TypeError:  # not weak-referenceable: no cache
+            pass
+    return cached[0].copy(), cached[1].copy()

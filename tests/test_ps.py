@@ -343,3 +343,17 @@ def test_deterministic_quantiles_against_simulation():
 def test_phase_type_fit_argument():
     with pytest.raises(ValueError, match="fit"):
         phase_type(Service.lognormal(1.0, 1.0), fit="nope")
+
+
+def test_no_arrivals_gives_the_service_time_exactly():
+    """With arrival_rate = 0 nobody shares the CPU: T = S, so the quantiles and the tail are the
+    service distribution's own (scipy's lognormal, independent of the PH fit); regression for
+    an IndexError in the quadrature layout at zero load."""
+    from scipy import stats
+
+    svc = Service.lognormal(0.02, 2.0)
+    ref = stats.lognorm(s=np.sqrt(np.log(3.0)), scale=0.02 / np.sqrt(3.0))
+    assert ps.response_quantile(0.99, 0.0, svc) == pytest.approx(ref.ppf(0.99), rel=1e-12)
+    np.testing.assert_allclose(ps.response_sf([0.01, 0.1], 0.0, svc), ref.sf([0.01, 0.1]), rtol=1e-12)
+    h2 = Service.hyperexponential(0.02, 3.0)
+    assert ps.response_sf(0.05, 0.0, h2) == pytest.approx(h2.sf(0.05), rel=1e-12)
