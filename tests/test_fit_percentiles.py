@@ -308,3 +308,15 @@ def test_ceiling_under_an_slo():
     ceiling = res.ceiling({0.99: 1.0})
     assert 8.0 < ceiling.qps < res.capacity_qps_
     assert res.predict(0.99, ceiling.qps) == pytest.approx(1.0, rel=1e-3)
+
+
+def test_unidentified_parameter_gets_an_infinite_bound_not_an_overflow():
+    """Dashboard percentiles at one low load cannot pin a gamma scv with a free delay: the interval
+    must come back open-ended (and the fit must warn), not raise OverflowError (regression)."""
+    obs = {0.5: 0.045, 0.9: 0.08, 0.99: 0.3, 0.999: 0.9}
+    with pytest.warns(IdentifiabilityWarning):
+        res = from_percentiles(obs, 8.0, discipline="fcfs", family="gamma", delay="constant",
+                               n_requests=28_800)
+    lower, upper = res.summary.loc["scv", ["lower", "upper"]]
+    assert lower <= res.scv_ <= upper
+    assert np.isfinite(res.cpu_per_request_) and res.cpu_per_request_ > 0

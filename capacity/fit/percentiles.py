@@ -163,7 +163,10 @@ def _make_service(family: str, mean: np.ndarray, scv: np.ndarray) -> Service:
     return getattr(Service, family)(mean, scv)
 
 
-def _queue_quantile(discipline, q, lam, servers, svc):
+def _queue_quantile(discipline, q, lam, servers, svc, slices=1):
+    if discipline == "rr":
+        from .. import rr
+        return np.asarray(rr.response_quantile(q, lam, svc, servers, slices=slices), dtype=float)
     if discipline == "fcfs":
         from .. import fcfs
         return np.asarray(fcfs.response_quantile(q, lam, svc, servers), dtype=float)
@@ -171,7 +174,10 @@ def _queue_quantile(discipline, q, lam, servers, svc):
     return np.asarray(ps.response_quantile(q, lam, svc, servers), dtype=float)
 
 
-def _queue_sf(discipline, t, lam, servers, svc):
+def _queue_sf(discipline, t, lam, servers, svc, slices=1):
+    if discipline == "rr":
+        from .. import rr
+        return np.asarray(rr.response_sf(t, lam, svc, servers, slices=slices), dtype=float)
     if discipline == "fcfs":
         from .. import fcfs
         return np.asarray(fcfs.response_sf(t, lam, svc, servers), dtype=float)
@@ -179,7 +185,7 @@ def _queue_sf(discipline, t, lam, servers, svc):
     return np.asarray(ps.response_sf(t, lam, svc, servers), dtype=float)
 
 
-def _lognormal_delay_quantiles(discipline, q, lam, servers, svc, d_mean, d_scv, t_lo, t_hi):
+def _lognormal_delay_quantiles(discipline, q, lam, servers, svc, d_mean, d_scv, t_lo, t_hi, slices=1):
     """Quantiles of T + D, T the queue response, D an independent lognormal delay.
 
     ``svc`` parameters and ``d_mean``/``d_scv`` have shape (K, 1); q/lam/servers shape (N,).
@@ -193,7 +199,7 @@ def _lognormal_delay_quantiles(discipline, q, lam, servers, svc, d_mean, d_scv, 
     lam_u, srv_u = keys[0], keys[1].astype(np.int64)
     tg = np.geomspace(t_lo, t_hi, _SF_GRID)
     svc3 = svc._expand(1)                                          # params (K, 1, 1)
-    sf = _queue_sf(discipline, tg, lam_u[:, None], srv_u[:, None], svc3)   # (K, J, G)
+    sf = _queue_sf(discipline, tg, lam_u[:, None], srv_u[:, None], svc3, slices)   # (K, J, G)
     sf = np.broadcast_to(sf, (svc.shape[0], lam_u.size, tg.size))
     logsf = np.log(np.clip(sf, 1e-300, 1.0))
     u, w = np.polynomial.hermite.hermgauss(_GH_NODES)
@@ -232,8 +238,9 @@ def _lognormal_delay_quantiles(discipline, q, lam, servers, svc, d_mean, d_scv, 
 class _Model:
     """Free parameters in a search space; ``quantiles(Theta)`` is vectorised over parameter sets."""
 
-    def __init__(self, obs: _Obs, discipline, family, delay, scv_fixed, mean_fixed, delay_fixed):
+    def __init__(self, obs: _Obs, discipline, family, delay, scv_fixed, mean_fixed, delay_fixed, slices=1):
         self.obs, self.discipline, self.family, self.delay = obs, discipline, family, delay
+        self.slices = int(slices)
         self.mean_fixed, self.scv_fixed, self.delay_fixed = mean_fixed, scv_fixed, delay_fixed
         self.t_ref = float(obs.t.min())
         names, lo, hi = [], [], []
@@ -245,7 +252,7 @@ class _Model:
         if family in _TWO_PARAM and scv_fixed is None:
             names.append("log_scv")
             a, b = _SCV_BOUNDS[family]
-            if discipline == "ps" and family in _SLOW_PS:
+            if discipline in ("ps", "rr") and family in _SLOW_PS:
                 # The PS transform's phase-type fit grows with 1/scv and with scv: bound the
                 # search where one evaluation stays within seconds.
                 a, b = max(a, _SLOW_PS_SCV[0]), min(b, _SLOW_PS_SCV[1])
@@ -264,7 +271,9 @@ class _Model:
 
     @property
     def slow(self) -> bool:
-        return self.discipline == "ps" and self.family in _SLOW_PS
+        # rr evaluates one PS quantile per point (except slices=1, which is FCFS).
+        return (self.discipline == "ps" or (self.discipline == "rr" and self.slices > 1)) \
+            and self.family in _SLOW_PS
 
     def unpack(self, theta: np.ndarray) -> dict:
         """Natural parameters from a (K, p) batch; each value has shape (K,)."""
@@ -293,8 +302,9 @@ class _Model:
         if self.delay == "lognormal":
             return _lognormal_delay_quantiles(self.discipline, q, lam, servers, svc,
                                               p["delay_mean"][:, None], p["delay_scv"][:, None],
-                                              self.t_ref * 1e-3, float(self.obs.t.max()) * 30)
-        x = _queue_quantile(self.discipline, q, lam, servers, svc)
+                                              self.t_ref * 1e-3, float(self.obs.t.max()) * 30,
+                                              self.slices)
+        x = _queue_quantile(self.discipline, q, lam, servers, svc, self.slices)
         x = np.broadcast_to(x, (theta.shape[0], np.size(q)))
         if self.delay == "constant":
             x = x + p["delay"][:, None]
@@ -340,6 +350,10 @@ def _start(model: _Model, obs: _Obs) -> np.ndarray:
     # Per-core: E[T] ~ E[S] (1 + (1 + cs)/2 * rho/(1 - rho)) (FCFS, Pollaczek-Khinchine) or
     # E[S]/(1 - rho) (PS); solve for E[S] by bisection on rho.
     k = (1 + cs) / 2 if model.discipline == "fcfs" else 1.0
+    if model.discipline == "rr":
+        # Between FCFS and PS with the mean's weight g(k) = 1 - k^-0.69 (capacity.rr docstring).
+        g = 1.0 - model.slices ** -0.6908
+        k = (1 - g) * (1 + cs) / 2 + g
     lo_r, hi_r = 0.0, _RHO_MAX
     for _ in range(60):
         r = (lo_r + hi_r) / 2
@@ -364,6 +378,32 @@ def _grid_start(model: _Model, theta0: np.ndarray) -> np.ndarray:
     cand = np.clip(np.stack([g.ravel() for g in grids], axis=1), model.lo, model.hi)
     ssr = np.sum(model.residuals(cand) ** 2, axis=1)
     return cand[int(np.argmin(ssr))]
+
+
+def _fit_model(model: _Model, obs: _Obs, max_nfev: int, theta0: np.ndarray | None = None):
+    """Least-squares fit of one model: (theta, residuals, Jacobian, evaluations, converged).
+
+    ``theta0``: a warm start (the optimum of a neighbouring slice count in the profile); then a
+    large residual is expected for a wrong k and triggers no grid restart, only a failure does.
+    """
+    m = obs.q.size
+    if not model.names:
+        theta = np.empty(0)
+        return theta, model.residuals(theta[None, :])[0], np.empty((m, 0)), 1, True
+    warm = theta0 is not None
+    theta0 = _start(model, obs) if theta0 is None else np.clip(theta0, model.lo, model.hi)
+    sol = _solve(model, theta0, max_nfev)
+    nfev = sol.nfev
+    rms0 = math.sqrt(2 * sol.cost / m)
+    if ((rms0 > _RESTART_RMS and not warm) or sol.status <= 0) and not model.slow:
+        # A poor local optimum (or none): restart once from the best point of a small grid.
+        sol2 = _solve(model, _grid_start(model, theta0), max_nfev)
+        nfev += sol2.nfev + 1
+        if sol2.cost < sol.cost:
+            sol = sol2
+    theta = sol.x
+    r, J = sol.cached if sol.cached is not None else model.with_jacobian(theta)
+    return theta, r, J, nfev, sol.status > 0
 
 
 def _solve(model: _Model, theta0: np.ndarray, max_nfev: int):
@@ -402,6 +442,53 @@ def _solve(model: _Model, theta0: np.ndarray, max_nfev: int):
                                  x_scale=1.0, xtol=1e-7, ftol=1e-9, gtol=1e-9, max_nfev=max_nfev)
     sol.cached = None if model.slow else cache.get(sol.x.tobytes())
     return sol
+
+
+_SLICE_CANDIDATES = (1, 2, 3, 5, 8, 13, 20, 50)
+# Relative error of the rr quantile approximation itself on p90-p99.9 (capacity.rr docstring:
+# p90 within 7 %, p99 within 5 %, p99.9 within 18 %, mostly 2-4 %): a noise floor below which
+# residual differences between slice counts say nothing.
+_RR_MODEL_ERROR = 0.03
+_CHI2_1_95 = 3.841        # 95 % point of chi-square with 1 degree of freedom
+# "Cannot tell": the consistent counts span more than half of the FCFS-to-limit scale
+# g(k) = 1 - k^-0.6 (the rr interpolation weight near p99), e.g. 1..8 (0 to 0.71) or 2..50, but
+# not 3..20 (0.48 to 0.83).
+_SLICES_G_SPREAD = 0.5
+_SLICES_BETA = 0.6
+
+
+def _check_fit_slices(discipline: str, slices) -> tuple[int | None, tuple[int, ...] | None]:
+    """``(slices_fixed, profile_candidates)``: one of them is None."""
+    if slices is None or (isinstance(slices, str) and slices == "fit"):
+        if discipline != "rr":
+            if slices is None:
+                return 1, None
+            raise ValueError(f"slices='fit' applies to discipline='rr' only, got {discipline!r}")
+        return None, _SLICE_CANDIDATES
+    if isinstance(slices, (str, bytes, bool, np.bool_)) or np.ndim(slices) != 0:
+        raise ValueError(f"slices must be an integer >= 1, 'fit' or None, got {slices!r}")
+    try:
+        k = float(slices)
+    except (TypeError, ValueError):
+        raise ValueError(f"slices must be an integer >= 1, 'fit' or None, got {slices!r}") from None
+    if not (math.isfinite(k) and k >= 1 and k.is_integer()):
+        raise ValueError(f"slices must be an integer >= 1, 'fit' or None, got {slices!r}")
+    if discipline != "rr" and k != 1:
+        raise ValueError(f"slices applies to discipline='rr' only, got slices={slices!r} with "
+                         f"discipline={discipline!r}")
+    return int(k), None
+
+
+def _consistent_slices(rms_k: dict, m: int, noise: float) -> list:
+    """Slice counts whose fit is not worse than the best by more than the noise allows.
+
+    Profile-likelihood rule: with m log-percentiles of independent relative error ``sigma``,
+    ``m (RMS_k^2 - RMS_min^2) / sigma^2`` is approximately chi-square(1) for the true k; keep k
+    where it is below the 95 % point.  ``sigma^2 = noise^2 + _RR_MODEL_ERROR^2``.
+    """
+    sig2 = noise ** 2 + _RR_MODEL_ERROR ** 2
+    best = min(rms_k.values())
+    return [k for k, v in rms_k.items() if m * (v ** 2 - best ** 2) <= _CHI2_1_95 * sig2]
 
 
 # ---------------------------------------------------------------------- result
@@ -466,8 +553,9 @@ class PercentileFit(FitResult):
         if isinstance(self.delay_, Service):
             raise NotImplementedError("ceiling() supports no delay or a constant delay; "
                                       "use predict() on a grid")
+        extra = {"slices": self.slices_} if self.discipline == "rr" else {}
         return qps_ceiling(self.service_, self._servers_default, slo, discipline=self.discipline,
-                           delay=float(self.delay_ or 0.0))
+                           delay=float(self.delay_ or 0.0), **extra)
 
 
 # ---------------------------------------------------------------------- public
@@ -484,6 +572,7 @@ def from_percentiles(
     n_requests: ArrayLike | None = None,
     confidence: float = 0.95,
     max_nfev: int = 60,
+    slices: int | str | None = None,
 ) -> PercentileFit:
     """Fit the CPU service-time distribution (and a non-CPU delay) to latency percentiles.
 
@@ -500,9 +589,11 @@ def from_percentiles(
         Requests/s during each observation (required unless every record has it).
     servers : int or array_like, default 1
         Cores or worker processes serving the queue.
-    discipline : {"ps", "fcfs"}, default "ps"
-        Processor sharing (an event loop, a time-sliced CPU) or first come
-        first served (a blocking worker pool).
+    discipline : {"ps", "fcfs", "rr"}, default "ps"
+        Processor sharing (a time-sliced CPU), first come first served (a
+        blocking worker pool) or event-loop round robin
+        (:mod:`capacity.rr`: each request's CPU in ``slices`` slices through
+        a FIFO run queue; fit it on p90 and above, its median is poor).
     family : {"lognormal", "gamma", "hyperexponential", "exponential", "deterministic"}
         Service-time family, parametrised by mean and scv.
     utilization : float or array_like, optional
@@ -523,6 +614,14 @@ def from_percentiles(
         Coverage of the intervals.
     max_nfev : int, default 60
         Budget of forward evaluations (each one batched call of the queue model).
+    slices : int, "fit" or None
+        ``discipline="rr"`` only: CPU slices per request, held fixed (an
+        integer >= 1), or estimated (``"fit"`` or None): one fit per k in
+        (1, 2, 3, 5, 8, 13, 20, 50), the best RMS wins.  Sets ``slices_``,
+        ``slices_range_`` (the counts consistent with the data) and
+        ``slice_profile_`` (k -> RMS relative residual, also in ``tables_``).
+        Any constant ``delay`` absorbs the ``(k - 1) * slice_delay`` of
+        :mod:`capacity.rr`.
 
     Returns
     -------
@@ -596,6 +695,21 @@ def from_percentiles(
     slows them all), so n overstates the information -- the intervals are
     optimistic, more so at high load.
 
+    Slices (``discipline="rr"``, ``slices="fit"``): a profile over k, each
+    fit warm-started from the previous k's optimum.  k is consistent with the
+    data when ``m (RMS_k^2 - RMS_min^2) / sigma^2`` is below the 95 % point of
+    chi-square(1) (3.84), ``sigma^2`` the squared relative precision of a
+    percentile (from ``n_requests``, else 1 %) plus ``0.03^2`` for the rr
+    approximation's own quantile error; an ``IdentifiabilityWarning`` says
+    the data cannot tell when the consistent counts span more than half of
+    the FCFS-to-limit scale ``g(k) = 1 - k^-0.6`` (e.g. 1..8, or everything
+    at low load, where all disciplines coincide).  Measured
+    (``tests/test_fit_rr.py``, exact rr simulation with k = 5, exponential
+    10 ms CPU, 4e5 requests at utilisation 0.5 and 0.8, p90/p99/p99.9, five
+    seeds): E[S] within 2.4 % (k free) and 0.6 % (k = 5 held); best k 3, 5,
+    5, 5, 13, consistent range always containing 5 and excluding 1; about
+    2 s for the eight fits.
+
     Speed (``benchmarks/bench_fit.py``, measured on a shared 2-core machine at
     load average 3-4, so roughly twice the unloaded time): four percentiles at
     one load, FCFS lognormal (mean and scv free) about 100 ms, 5 evaluations
@@ -631,8 +745,9 @@ def from_percentiles(
     >>> round(res.predict(0.99, 12.0), 3) == round(fcfs.response_quantile(0.99, 12.0, svc), 3)
     True
     """
-    if discipline not in ("ps", "fcfs"):
-        raise ValueError(f"discipline must be 'ps' or 'fcfs', got {discipline!r}")
+    if discipline not in ("ps", "fcfs", "rr"):
+        raise ValueError(f"discipline must be 'ps', 'fcfs' or 'rr', got {discipline!r}")
+    slices_fixed, profile_ks = _check_fit_slices(discipline, slices)
     if family not in _FAMILIES:
         raise ValueError(f"family must be one of {_FAMILIES}, got {family!r}")
     if not (0 < confidence < 1) or isinstance(confidence, bool):
@@ -669,7 +784,8 @@ def from_percentiles(
         per = util * srv_o / lam_o
         mean_fixed = float(np.sum(util * srv_o) / np.sum(lam_o))
         util_spread = float(np.ptp(per) / mean_fixed) if per.size > 1 else 0.0
-    model = _Model(obs, discipline, family, delay, scv_fixed, mean_fixed, delay_fixed)
+    model = _Model(obs, discipline, family, delay, scv_fixed, mean_fixed, delay_fixed,
+                   slices=1 if slices_fixed is None else slices_fixed)
     if mean_fixed is not None and np.any(obs.lam * mean_fixed >= obs.servers):
         raise ValueError(f"utilization implies E[S] = {mean_fixed:g} s, which saturates the busiest "
                          "observation (utilisation >= 1)")
@@ -680,8 +796,11 @@ def from_percentiles(
             f"percentiles: {m} value(s) cannot identify {p} free parameters ({', '.join(model.names)}); "
             "give more percentiles or loads, or fix some (utilization=, scv=, delay=<seconds>, family=)")
 
+    rr_name = ""
+    if discipline == "rr":
+        rr_name = f" ({slices_fixed} slices)" if profile_ks is None else " (slices fitted)"
     res = PercentileFit(
-        f"{discipline.upper()} queue, {family} CPU time"
+        f"{discipline.upper()} queue{rr_name}, {family} CPU time"
         + ("" if delay is None else f" + {delay} delay"),
         confidence_level=confidence, n_observations=obs.n_obs,
         method="least squares on log percentiles (scipy trust-region reflective); "
@@ -693,26 +812,22 @@ def from_percentiles(
     res._servers_default = int(np.max(obs.servers))
     res._model = model
 
-    converged = True
-    if p:
-        theta0 = _start(model, obs)
-        sol = _solve(model, theta0, max_nfev)
-        nfev = sol.nfev
-        rms0 = math.sqrt(2 * sol.cost / m)
-        if (rms0 > _RESTART_RMS or sol.status <= 0) and not model.slow:
-            # A poor local optimum (or none): restart once from the best point of a small grid.
-            sol2 = _solve(model, _grid_start(model, theta0), max_nfev)
-            nfev += sol2.nfev + 1
-            if sol2.cost < sol.cost:
-                sol = sol2
-        theta = sol.x
-        converged = sol.status > 0
-        r, J = sol.cached if sol.cached is not None else model.with_jacobian(theta)
+    if profile_ks is None:
+        theta, r, J, nfev, converged = _fit_model(model, obs, max_nfev)
     else:
-        theta = np.empty(0)
-        r = model.residuals(theta[None, :])[0]
-        J = np.empty((m, 0))
-        nfev = 1
+        # Profile over the number of slices: one full fit per candidate k (a loop over a few
+        # model variants; each fit is vectorised over its parameter sets and percentiles).
+        fits = {}
+        prev = None
+        for k in profile_ks:   # ascending: each fit starts from its neighbour's optimum
+            mk = _Model(obs, discipline, family, delay, scv_fixed, mean_fixed, delay_fixed, slices=k)
+            fits[k] = (mk,) + _fit_model(mk, obs, max_nfev, prev)
+            prev = fits[k][1]
+        rms_k = {k: float(np.sqrt(np.mean(f[2] ** 2))) for k, f in fits.items()}
+        best = min(profile_ks, key=lambda k: (rms_k[k], k))
+        model, theta, r, J, nfev, converged = fits[best]
+        nfev = sum(f[4] for f in fits.values())
+        res._model = model
     res._theta = theta
     pars = model.unpack(theta[None, :])
     mean = float(pars["mean"][0])
@@ -768,6 +883,24 @@ def from_percentiles(
         res._set_quality("reduced_chi2", chi2)
     res.covariance_ = cov
 
+    # ---- slices: the fitted (or held) number of slices and, when profiled, its consistent range
+    res.slices_ = model.slices if discipline == "rr" else None
+    res.slice_profile_ = None
+    slices_range = None
+    if profile_ks is not None:
+        noise = _DASHBOARD_PRECISION
+        if have_n and p:
+            noise = float(np.sqrt(np.mean(np.diag(sigma))))
+        consistent = _consistent_slices(rms_k, m, noise)
+        slices_range = (min(consistent), max(consistent))
+        res.slice_profile_ = pd.DataFrame(
+            {"slices": list(profile_ks), "rms_rel_error": [rms_k[k] for k in profile_ks],
+             "consistent": [k in consistent for k in profile_ks]}).set_index("slices")
+        res._add_table("slices profile", res.slice_profile_)
+        res.slices_range_ = slices_range
+    else:
+        res.slices_range_ = (res.slices_, res.slices_) if discipline == "rr" else None
+
     from scipy.special import ndtri
 
     zc = float(ndtri(0.5 + confidence / 2))
@@ -778,7 +911,13 @@ def from_percentiles(
         k = model.names.index(name)
         se = math.sqrt(max(cov[k, k], 0.0))
         if log:
-            return value * math.exp(-zc * se), value * math.exp(zc * se)
+            # A parameter the data barely constrain has a huge standard error:
+            # its upper bound is infinite (and said so by the identifiability
+            # warning), not an OverflowError.
+            spread = zc * se
+            if spread > 700.0:
+                return 0.0, math.inf
+            return value * math.exp(-spread), value * math.exp(spread)
         s = se * model.t_ref
         return max(value - zc * s, 0.0), value + zc * s
 
@@ -799,9 +938,20 @@ def from_percentiles(
         res._add_parameter("delay_mean", dm, *interval("log_delay_mean", dm), unit="s",
                            note="lognormal delay")
         res._add_parameter("delay_scv", ds, *interval("log_delay_scv", ds), unit="", note="lognormal delay")
-    res._add_parameter("capacity_qps", res.capacity_qps_, srv_max / hi_m if hi_m == hi_m else math.nan,
-                       srv_max / lo_m if lo_m == lo_m else math.nan, unit="req/s",
+    def _rate(mean_bound):  # servers / E[S] bound; a 0 s lower bound on E[S] gives an infinite rate
+        if mean_bound != mean_bound:
+            return math.nan
+        return srv_max / mean_bound if mean_bound > 0 else math.inf
+
+    res._add_parameter("capacity_qps", res.capacity_qps_, _rate(hi_m), _rate(lo_m), unit="req/s",
                        note=f"{srv_max:g} servers / E[S] (100% CPU)")
+    if discipline == "rr":
+        if slices_range is None:
+            res._add_parameter("slices", res.slices_, unit="", note="held fixed")
+        else:
+            res._add_parameter("slices", res.slices_, slices_range[0], slices_range[1], unit="",
+                               note=f"best of {list(profile_ks)}; interval: counts consistent "
+                                    "with the data (profile)")
 
     # ---- observed vs model
     model_x = np.exp(np.log(obs.t) + r)
@@ -818,6 +968,16 @@ def from_percentiles(
     res._set_quality("max_utilization", float(np.max(obs.lam * mean / obs.servers)))
 
     # ---- caveats
+    g_lo, g_hi = (1.0 - np.asarray(slices_range or (1, 1), float) ** -_SLICES_BETA)
+    if slices_range is not None and g_hi - g_lo > _SLICES_G_SPREAD:
+        lo_util = float(np.max(obs.lam * mean / obs.servers))
+        res._warn(IdentifiabilityWarning,
+                  f"slices is not identified by these percentiles: every count from {slices_range[0]} "
+                  f"to {slices_range[1]} fits within the noise (percentile precision plus the "
+                  f"{_RR_MODEL_ERROR:.0%} error of the rr approximation); best {res.slices_}"
+                  + (f"; the busiest observation is at utilisation {lo_util:.2f}, where FCFS, round "
+                     "robin and PS nearly coincide: add percentiles at higher load"
+                     if lo_util < 0.5 else "; add percentiles at other loads, or give slices="))
     if mean_fixed is not None and util_spread > 0.2:
         res._warn(FitWarning, f"the utilisation law gives per-observation CPU costs that differ by "
                               f"{util_spread:.0%} of their mean: background CPU (GC, timers) or a changing "
