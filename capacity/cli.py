@@ -4,7 +4,9 @@
 worked example from the README (the QPS at which a 25 ms-per-request Node.js
 process crosses a 1 s p99).  The planning subcommands ``ceiling``,
 ``servers``, ``timeout``, ``scaling`` and ``gc`` are thin front ends to :mod:`capacity.plan`:
-each prints a table and a paragraph of explanation, or JSON with ``--json``.
+each prints a table and a paragraph of explanation, or JSON with ``--json``.  ``fit`` fits the
+CPU time per request to observed latency percentiles (:func:`capacity.fit.from_percentiles`) or to
+an access log (:func:`capacity.fit.from_requests`).
 
 Times take units (``250us``, ``25ms``, ``1.5s``, ``2min``; a bare number is
 seconds), rates take ``qps`` or a bare number.  Bad input exits with status 2
@@ -40,6 +42,8 @@ examples:
   capacity timeout --p999 120ms --user-limit 2s            # the 3 x P99.9 rule
   capacity scaling --qps 300 --cpu 25ms --slo p99=500ms --cores-per-machine 8   # cluster vs machine
   capacity gc --cpu 9.4ms --gc-share 27.5% --new-gc-share 7.14% --pause 47ms --new-pause 38ms
+  capacity fit p50=45ms,p90=80ms,p99=300ms --qps 8 --slo p99=500ms   # CPU/request from a dashboard
+  capacity fit --log access.log --slo p99=500ms           # ... or from an nginx access log
   capacity ceiling --cpu 25ms --slo p99=500ms --json      # machine-readable output
 
 Times take units (250us, 25ms, 1.5s, 2min; a bare number is seconds); rates take
@@ -86,6 +90,19 @@ examples:
   capacity gc --cpu 9.375ms --processes 3 --gc-share 27.5% --pause 47.3ms --pause-rate 5.6 \\
       --new-gc-share 7.14% --new-pause 37.8ms --new-pause-rate 1.73 --measured-gain 10%
   capacity gc --cpu 9.4ms --gc-share 27.5% --new-gc-share 7.14% --pause 55ms --discipline ps
+"""
+
+FIT_HELP = """\
+examples:
+  capacity fit p50=45ms,p90=80ms,p99=300ms --qps 8                   # what does a request cost?
+  capacity fit p50=45ms,p90=80ms,p99=300ms,p99.9=600ms --qps 8 --discipline fcfs --slo p99=500ms
+  capacity fit p50=45ms,p99=300ms --qps 8 --cpu-util 35% --delay constant --requests 28800
+  capacity fit --log access.log --slo p99=500ms                      # nginx log (combined + times)
+  capacity fit --log requests.csv --discipline fcfs --json           # CSV: time, duration[, endpoint]
+
+Percentiles are pQ=TIME pairs (p50, p99, p99.9; 0.999=2s also works; p999 is ambiguous and
+refused). The default model (ps, lognormal) is slow to fit (10 s to 2 min);
+--discipline fcfs or --family exponential fits in under a second.
 """
 
 
@@ -284,6 +301,79 @@ def _slo(text: str) -> dict[float, float]:
     return out
 
 
+def _percentiles(text: str) -> dict[float, float]:
+    """``p50=45ms,p99.9=2s`` -> {0.5: 0.045, 0.999: 2.0}, sorted by q, latencies non-decreasing."""
+    out: dict[float, float] = {}
+    for part in text.split(","):
+        if "=" not in part:
+            raise argparse.ArgumentTypeError(
+                f"expected percentile=time pairs like p50=45ms,p99=300ms, got {part.strip()!r}")
+        name, value = (x.strip() for x in part.split("=", 1))
+        m = re.fullmatch(r"[pP](\d+)", name)
+        if m and len(m.group(1)) > 2 and int(m.group(1)) != 100:
+            # "p999" means p99.9 to some dashboards and is meaningless as written (999 %); refuse to guess.
+            raise argparse.ArgumentTypeError(
+                f"ambiguous percentile {name!r}: write it with a decimal point, e.g. p99.9")
+        try:
+            q = _quantile_name(name)
+        except (ValueError, ArithmeticError):
+            raise argparse.ArgumentTypeError(
+                f"expected a percentile like p50, p99 or p99.9 (strictly between p0 and p100), got {name!r}") \
+                from None
+        if q in out:
+            raise argparse.ArgumentTypeError(f"percentile {name!r} given twice")
+        out[q] = _time(value)
+    out = dict(sorted(out.items()))
+    items = list(out.items())
+    for (q1, t1), (q2, t2) in zip(items, items[1:]):
+        if t2 < t1:
+            raise argparse.ArgumentTypeError(
+                f"latencies must not decrease as the percentile rises, got {_fmt_pct(q1)}={_short_time(t1)} "
+                f"but {_fmt_pct(q2)}={_short_time(t2)}")
+    return out
+
+
+def _fmt_pct(q: float) -> str:
+    return "p" + f"{100 * q:.6f}".rstrip("0").rstrip(".")
+
+
+def _short_time(seconds: float) -> str:
+    return f"{seconds * 1e3:g}ms" if seconds < 1 else f"{seconds:g}s"
+
+
+def _util(text: str) -> float:
+    t = text.strip()
+    try:
+        value = float(t[:-1]) / 100 if t.endswith("%") else float(t)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a CPU share like 20% or 0.2, got {text!r}") from None
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"expected a CPU share in (0, 100%], got {text!r}")
+    return value
+
+
+def _delay(text: str) -> str | float:
+    if text.strip().lower() in ("constant", "lognormal"):
+        return text.strip().lower()
+    try:
+        return _time(text, allow_zero=True)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"expected constant, lognormal or a time like 5ms, got {text!r}") \
+            from None
+
+
+def _slices(text: str) -> int | str:
+    if text.strip().lower() == "fit":
+        return "fit"
+    try:
+        return _count(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer or 'fit', got {text!r}") from None
+
+
+_FIT_FAMILIES = ("lognormal", "gamma", "hyperexponential", "exponential", "deterministic")
+
+
 # ---------------------------------------------------------------------------------------------
 # The parser
 
@@ -420,6 +510,45 @@ def build_parser() -> argparse.ArgumentParser:
     gc.add_argument("--measured-gain", type=_signed_fraction, default=None, metavar="F",
                     help="measured QPS gain of the change, e.g. 10%%, to compare with the prediction")
     gc.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+    fi = sub.add_parser("fit", help="fit CPU time per request to latency percentiles or an access log",
+                        description="Fit the CPU time per request (mean and variability, plus an optional "
+                                    "non-CPU delay) of a queueing model to observed latency percentiles at a "
+                                    "known request rate, or to a per-request log; optionally the QPS ceiling "
+                                    "that the fitted model implies for an SLO.",
+                        epilog=FIT_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    fi.add_argument("percentiles", type=_percentiles, nargs="?", default=None, metavar="PERCENTILES",
+                    help="observed latency percentiles, e.g. p50=45ms,p90=80ms,p99=300ms (or give --log)")
+    fi.add_argument("--qps", type=_rate, default=None, metavar="RATE",
+                    help="request rate while the percentiles were measured, e.g. 8 (required without --log)")
+    fi.add_argument("--log", default=None, metavar="FILE", help="fit a per-request log instead of percentiles")
+    fi.add_argument("--format", choices=("nginx", "csv"), default=None,
+                    help="log type (default: csv for .csv/.parquet files, else nginx)")
+    fi.add_argument("--log-format", default=None, metavar="FORMAT",
+                    help="the nginx log_format the log was written with (default: combined + "
+                         "$request_time $upstream_response_time)")
+    fi.add_argument("--latency", choices=("duration", "upstream"), default=None,
+                    help="with --log: model the whole request time or the upstream (backend) time")
+    fi.add_argument("--bins", type=_count, default=None, metavar="N",
+                    help="with --log: load bins fitted jointly (default 4)")
+    fi.add_argument("--servers", type=_count, default=1, metavar="N", help="cores or worker processes (default 1)")
+    fi.add_argument("--discipline", choices=("ps", "fcfs", "rr"), default="ps",
+                    help="ps: event loop / time-sliced CPU (default); fcfs: blocking worker pool; "
+                         "rr: round robin with --slices time slices per request")
+    fi.add_argument("--slices", type=_slices, default=None, metavar="K",
+                    help="with --discipline rr: time slices per request, or 'fit' (default: fit)")
+    fi.add_argument("--family", choices=_FIT_FAMILIES, default="lognormal",
+                    help="distribution family of the CPU time (default lognormal)")
+    fi.add_argument("--cpu-util", type=_util, default=None, metavar="F",
+                    help="measured CPU busy share of the servers, e.g. 20%% (pins the mean by the "
+                         "utilisation law)")
+    fi.add_argument("--delay", type=_delay, default=None, metavar="constant|lognormal|TIME",
+                    help="non-CPU latency (IO, database) to fit alongside, or a fixed time like 5ms")
+    fi.add_argument("--requests", type=_count, default=None, metavar="N",
+                    help="requests behind the percentiles; enables confidence intervals")
+    fi.add_argument("--slo", type=_slo, default=None, metavar="pQ=TIME,...",
+                    help="also report the QPS ceiling the fitted model implies, e.g. p99=500ms")
+    fi.add_argument("--json", action="store_true", help="print JSON instead of a table")
     return parser
 
 
@@ -684,8 +813,191 @@ def _cmd_gc(args: argparse.Namespace) -> tuple[dict, str]:
     return data, "\n".join(lines)
 
 
+_SLOW_FAMILIES = ("lognormal", "gamma", "hyperexponential")
+_CSV_SUFFIXES = (".csv", ".csv.gz", ".csv.bz2", ".csv.xz", ".tsv", ".parquet", ".pq")
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())
+
+
+def _read_log(args: argparse.Namespace):
+    """The log as a DataFrame, plus the reader's warnings as plain lines."""
+    import warnings
+
+    from . import logs
+
+    fmt = args.format or ("csv" if args.log.lower().endswith(_CSV_SUFFIXES) else "nginx")
+    if args.log_format is not None and fmt != "nginx":
+        raise _UsageError("argument --log-format: applies to nginx logs only (--format nginx)")
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            if fmt == "nginx":
+                df = logs.read_nginx(args.log, args.log_format or logs.COMBINED_WITH_TIMES)
+            else:
+                df = logs.read_requests(args.log)
+    except (OSError, ValueError, ImportError, UnicodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else _one_line(exc)
+        if reason.startswith(f"{args.log}: "):   # the readers name the file themselves
+            reason = reason[len(args.log) + 2:]
+        raise _UsageError(f"argument --log: cannot read {args.log!r} as {fmt}: {reason}") from None
+    return df, fmt, [_one_line(w.message) for w in caught if issubclass(w.category, UserWarning)]
+
+
+def _fit_percentiles(args: argparse.Namespace):
+    from .fit import from_percentiles
+
+    if args.qps is None:
+        raise _UsageError("argument --qps: required with PERCENTILES (the request rate they were measured at)")
+    for flag, value in (("--format", args.format), ("--log-format", args.log_format),
+                        ("--latency", args.latency), ("--bins", args.bins)):
+        if value is not None:
+            raise _UsageError(f"argument {flag}: applies to --log only")
+    smallest = min(args.percentiles.values())
+    if isinstance(args.delay, float) and args.delay >= smallest:
+        raise _UsageError(f"argument --delay: {_ms(args.delay)} is not below the smallest percentile "
+                          f"{_ms(smallest)}")
+    try:
+        res = from_percentiles(args.percentiles, args.qps, servers=args.servers, discipline=args.discipline,
+                               family=args.family, utilization=args.cpu_util, delay=args.delay,
+                               n_requests=args.requests, slices=args.slices)
+    except ValueError as exc:
+        # Say it in the command line's words: the argument, and flags instead of keyword arguments.
+        msg = _one_line(exc).replace("(utilization=, scv=, delay=<seconds>, family=)",
+                                     "(--cpu-util, --delay TIME, --family exponential)")
+        if msg.startswith("percentiles:"):
+            msg = "argument PERCENTILES:" + msg[len("percentiles:"):]
+        elif msg.startswith("utilization"):
+            msg = "argument --cpu-util: " + msg
+        raise _UsageError(msg) from None
+    source = {"kind": "percentiles", "qps": args.qps,
+              "percentiles": {_q(q): t for q, t in args.percentiles.items()},
+              "cpu_util": args.cpu_util, "requests": args.requests}
+    return res, res, source, []
+
+
+def _fit_log(args: argparse.Namespace):
+    from .fit import from_requests
+
+    for flag, value in (("--qps", args.qps), ("--cpu-util", args.cpu_util), ("--requests", args.requests)):
+        if value is not None:
+            raise _UsageError(f"argument {flag}: not used with --log (the log gives the rates and counts)")
+    df, fmt, notes = _read_log(args)
+    extra = {} if args.slices is None else {"slices": args.slices}
+    res = from_requests(df, servers=args.servers, discipline=args.discipline, family=args.family,
+                        delay=args.delay, bins=args.bins or 4, latency=args.latency or "duration",
+                        by_endpoint=False, **extra)
+    if res.fit_ is None:
+        why = "; ".join(res.warnings_) or "no usable load bin"
+        raise _UsageError(f"argument --log: cannot fit {args.log!r}: {why}")
+    source = {"kind": "log", "path": args.log, "format": fmt, "requests": int(res.n_observations),
+              "lines_skipped": int(df.attrs.get("skipped", 0)), "load_bins": int(len(res.bins_)),
+              "latency": args.latency or "duration"}
+    return res, res.fit_, source, notes
+
+
+def _cmd_fit(args: argparse.Namespace) -> tuple[dict, str]:
+    import math
+    import warnings
+
+    from .distributions import Service
+
+    if args.percentiles is None and args.log is None:
+        raise _UsageError("argument PERCENTILES: give percentiles like p50=45ms,p99=300ms with --qps, "
+                          "or --log FILE")
+    if args.percentiles is not None and args.log is not None:
+        raise _UsageError("argument --log: give PERCENTILES or --log, not both")
+    if args.slices is not None and args.discipline != "rr":
+        raise _UsageError("argument --slices: applies to --discipline rr only")
+    if args.discipline in ("ps", "rr") and args.family in _SLOW_FAMILIES and args.slices != 1 \
+            and sys.stderr.isatty():
+        # Not an error: tell a person at a terminal why it is quiet, and how to get a fast answer.
+        print(f"capacity fit: note: {args.discipline} with {args.family} CPU time takes 10 s to 2 min to fit; "
+              "--discipline fcfs or --family exponential is fast", file=sys.stderr)
+    with warnings.catch_warnings(record=True):
+        # The fits record their caveats in warnings_; they are printed below as plain lines.
+        warnings.simplefilter("always")
+        if args.log is None:
+            res, fit, source, notes = _fit_percentiles(args)
+        else:
+            res, fit, source, notes = _fit_log(args)
+
+    params = {}
+    for name, row in fit.summary.iterrows():
+        params[name] = {"estimate": float(row["estimate"]), "lower": float(row["lower"]),
+                        "upper": float(row["upper"]), "unit": row["unit"], "note": row["note"]}
+    if isinstance(fit.delay_, Service):
+        delay = {"kind": "lognormal", "mean_s": float(fit.delay_.mean), "scv": float(fit.delay_.scv)}
+    elif fit.delay_ is not None:
+        delay = {"kind": "constant" if args.delay == "constant" else "fixed", "seconds": float(fit.delay_)}
+    else:
+        delay = None
+    comparison = [{"arrival_rate": float(r["arrival_rate"]), "q": _q(r["q"]), "observed_s": float(r["observed"]),
+                   "model_s": float(r["model"]), "rel_error": float(r["rel_error"])}
+                  for _, r in fit.comparison_.iterrows()]
+    ceiling = None
+    ceiling_note = None
+    if args.slo is not None:
+        try:
+            c = fit.ceiling(args.slo)
+        except NotImplementedError as exc:
+            ceiling_note = f"no QPS ceiling: {_one_line(exc)}"
+        else:
+            ceiling = {"slo": {_q(q): t for q, t in args.slo.items()}, "qps": float(c.qps),
+                       "capacity_qps": float(c.capacity_qps), "utilization": float(c.qps / c.capacity_qps),
+                       "binding": _q(c.binding)}
+    warn_lines = notes + list(res.warnings_)
+    if ceiling_note:
+        warn_lines.append(ceiling_note)
+    data = {"command": "fit", "source": source, "model": fit.model, "discipline": args.discipline,
+            "family": args.family, "servers": args.servers,
+            "slices": None if fit.slices_ is None else int(fit.slices_),
+            "cpu_per_request_s": float(fit.cpu_per_request_),
+            "cpu_per_request_interval_s": [params["cpu_per_request"]["lower"], params["cpu_per_request"]["upper"]],
+            "scv": float(fit.scv_), "delay": delay, "capacity_qps": float(fit.capacity_qps_),
+            "confidence": fit.confidence_level, "parameters": params, "comparison": comparison,
+            "fit_quality": {k: float(v) for k, v in fit.fit_quality_.items()}, "ceiling": ceiling,
+            "warnings": warn_lines}
+
+    level = f"{100 * fit.confidence_level:g}%"
+    if source["kind"] == "percentiles":
+        head = f"at {args.qps:g} QPS"
+    else:
+        head = (f"from {args.log} ({source['requests']} requests, {source['load_bins']} load bins, "
+                f"{source['latency']})")
+    lines = [f"Fit: {fit.model}; {head}, {args.servers} server{'s' if args.servers != 1 else ''}", "",
+             f"{'parameter':<20}{'estimate':>12}  {level + ' interval':<24}note"]
+    labels = {"cpu_per_request": "CPU per request", "capacity_qps": "capacity (100% CPU)"}
+    for name, p in params.items():
+        def show(v, unit=p["unit"]):
+            if unit == "s":
+                return _ms(v)
+            return f"{v:.4g} QPS" if unit == "req/s" else f"{v:.4g}"
+        have = math.isfinite(p["lower"]) and math.isfinite(p["upper"])
+        interval = f"[{show(p['lower'])}, {show(p['upper'])}]" if have else "-"
+        lines.append(f"{labels.get(name, name):<20}{show(p['estimate']):>12}  {interval:<24}{p['note']}")
+    if source["kind"] == "percentiles" and args.requests is None:
+        lines.append("(no intervals: give --requests N, the requests behind the percentiles)")
+    lines += ["", "observed vs model", f"{'QPS':>10}{'percentile':>12}{'observed':>11}{'model':>11}{'error':>9}"]
+    for r in comparison:
+        lines.append(f"{r['arrival_rate']:>10.4g}{r['q']:>12}{_ms(r['observed_s']):>11}{_ms(r['model_s']):>11}"
+                     f"{100 * r['rel_error']:>+8.1f}%")
+    quality = fit.fit_quality_
+    lines.append(f"RMS relative error {100 * float(quality['rms_rel_error']):.1f}%, "
+                 f"busiest observation at utilisation {float(quality['max_utilization']):.2f}")
+    if ceiling is not None:
+        slo_text = ", ".join(f"{q} <= {_ms(t)}" for q, t in ceiling["slo"].items())
+        lines += ["", f"QPS ceiling for {slo_text}: {ceiling['qps']:.4g} QPS "
+                      f"({100 * ceiling['utilization']:.0f}% of the {ceiling['capacity_qps']:.4g} QPS capacity; "
+                      f"binds: {ceiling['binding']})"]
+    if warn_lines:
+        lines += ["", "warnings:"] + [f"  - {w}" for w in warn_lines]
+    return data, "\n".join(lines)
+
+
 _COMMANDS = {"ceiling": _cmd_ceiling, "servers": _cmd_servers, "timeout": _cmd_timeout,
-             "scaling": _cmd_scaling, "gc": _cmd_gc}
+             "scaling": _cmd_scaling, "gc": _cmd_gc, "fit": _cmd_fit}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

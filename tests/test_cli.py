@@ -44,7 +44,7 @@ def test_version_through_subprocess():
     assert out.returncode == 0 and out.stdout.startswith("capacity ")
 
 
-@pytest.mark.parametrize("sub", [None, "example", "ceiling", "servers", "timeout", "scaling", "gc"])
+@pytest.mark.parametrize("sub", [None, "example", "ceiling", "servers", "timeout", "scaling", "gc", "fit"])
 def test_help_gives_examples(sub):
     out = run(*([sub] if sub else []), "--help")
     assert out.returncode == 0
@@ -222,3 +222,159 @@ def test_memory_and_option_parsing():
     assert cli._option("4x8:lc") == dict(machines=4, processes=8, servers=1, dispatch="least_connections")
     assert cli._option("2x1x4") == dict(machines=2, processes=1, servers=4, dispatch="round_robin")
     assert cli._signed_fraction("-5%") == pytest.approx(-0.05)
+
+
+# ---------------------------------------------------------------------------------------------- fit
+# Hand-checked case: M/M/1 FCFS response time is exponential with rate mu - lambda (Kleinrock 1975,
+# eq. 3.28), so at 8 req/s and 25 ms CPU (mu = 40) the q-quantile is ln(1/(1-q)) / 32 s.  Fitting
+# those percentiles must return 25 ms exactly, and the implied p99 <= 500 ms ceiling is the closed
+# form 40 - ln(100)/0.5 = 30.79 QPS.  The other fits recover the model that generated their data
+# (an exact M/G/1 FCFS quantile, a seeded simulation).
+
+def _mm1_percentiles(qs=(0.5, 0.9, 0.99)) -> str:
+    return ",".join(f"{cli._fmt_pct(q)}={1e3 * math.log(1 / (1 - q)) / 32:.9f}ms" for q in qs)
+
+
+def test_fit_percentiles_mm1_json_through_subprocess():
+    out = spawn("fit", _mm1_percentiles(), "--qps", "8qps", "--discipline", "fcfs", "--family", "exponential",
+                "--slo", "p99=500ms", "--json")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["command"] == "fit" and data["source"]["kind"] == "percentiles"
+    assert data["cpu_per_request_s"] == pytest.approx(0.025, rel=1e-4)
+    assert data["scv"] == 1.0 and data["delay"] is None
+    assert data["capacity_qps"] == pytest.approx(40.0, rel=1e-4)
+    assert [r["q"] for r in data["comparison"]] == ["p50", "p90", "p99"]
+    assert all(abs(r["rel_error"]) < 1e-4 for r in data["comparison"])
+    assert data["ceiling"]["qps"] == pytest.approx(40 - math.log(100) / 0.5, rel=1e-4)
+    assert data["ceiling"]["binding"] == "p99"
+    assert data["warnings"] == []
+    assert data["cpu_per_request_interval_s"] == [None, None]   # no --requests: no interval
+
+
+def test_fit_percentiles_lognormal_table_with_intervals():
+    """Percentiles of M/G/1 FCFS with 50 ms lognormal CPU (scv 2) at 8 req/s (exact model quantiles)."""
+    from capacity import Service, fcfs
+
+    svc = Service.lognormal(0.05, 2.0)
+    qs = [0.5, 0.9, 0.99, 0.999]
+    text = ",".join(f"{cli._fmt_pct(q)}={1e3 * float(fcfs.response_quantile(q, 8.0, svc)):.9f}ms" for q in qs)
+    assert "p99.9=" in text
+    out = run("fit", text, "--qps", "8", "--discipline", "fcfs", "--requests", "30000", "--json")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["cpu_per_request_s"] == pytest.approx(0.05, rel=1e-3)
+    assert data["scv"] == pytest.approx(2.0, rel=1e-2)
+    lo, hi = data["cpu_per_request_interval_s"]
+    assert lo < 0.05 < hi and hi / lo < 1.5
+    out = run("fit", text, "--qps", "8", "--discipline", "fcfs", "--requests", "30000", "--slo", "p99=1s")
+    assert out.returncode == 0, out.stderr
+    for words in ("CPU per request", "50 ms", "95% interval", "observed vs model", "p99.9", "QPS ceiling",
+                  "binds: p99"):
+        assert words in out.stdout
+
+
+def _simulated_log(rates, seconds, seed):
+    """Seeded M/G/1 FCFS log, 40 ms lognormal CPU (scv 1), rate stepping through ``rates``."""
+    import numpy as np
+    import pandas as pd
+
+    from capacity import Service
+    from capacity.sim import simulate
+
+    req = simulate(pd.Series(np.repeat(rates, seconds)), Service.lognormal(0.04, 1.0), "fcfs", seed=seed).requests
+    return req["completion"].to_numpy(), req["response"].to_numpy()
+
+
+def test_fit_csv_log_table_through_subprocess(tmp_path):
+    done, response = _simulated_log([5.0, 10.0, 15.0], 1200, seed=3)
+    path = tmp_path / "requests.csv"
+    path.write_text("time,duration_ms\n" + "".join(f"{float(t)!r},{1e3 * float(r)!r}\n" for t, r in zip(done, response)))
+    out = spawn("fit", "--log", str(path), "--discipline", "fcfs", "--bins", "3", "--slo", "p99=500ms")
+    assert out.returncode == 0, out.stderr
+    assert "3 load bins" in out.stdout and "observed vs model" in out.stdout and "QPS ceiling" in out.stdout
+    line = next(x for x in out.stdout.splitlines() if x.startswith("CPU per request"))
+    cost_ms = float(line.split()[3])                  # "CPU per request  39.4 ms  [..."
+    assert abs(cost_ms / 40 - 1) < 0.05
+
+
+def test_fit_nginx_log(tmp_path):
+    import datetime as dt
+
+    done, response = _simulated_log([5.0, 15.0], 600, seed=4)
+    t0 = dt.datetime(2024, 3, 1, 12, 0, 0, tzinfo=dt.timezone.utc)
+    # nginx stamps the completion time (one-second resolution in $time_local).
+    lines = [f'10.0.0.1 - - [{(t0 + dt.timedelta(seconds=float(t))).strftime("%d/%b/%Y:%H:%M:%S %z")}] '
+             f'"GET /api HTTP/1.1" 200 12 "-" "curl/8" {r:.3f} {r:.3f}\n' for t, r in zip(done, response)]
+    path = tmp_path / "access.log"
+    path.write_text("".join(lines) + "garbage line\n")
+    out = run("fit", "--log", str(path), "--discipline", "fcfs", "--bins", "2", "--json")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["source"]["format"] == "nginx" and data["source"]["lines_skipped"] == 1
+    assert any("malformed" in w.lower() or "skipped" in w.lower() for w in data["warnings"])
+    assert abs(data["cpu_per_request_s"] / 0.04 - 1) < 0.1
+
+
+def test_fit_unreadable_log_exits_2(tmp_path):
+    path = tmp_path / "access.log"
+    path.write_text("not an nginx line\nnor this\n")
+    for target in (str(path), str(tmp_path / "missing.log")):
+        out = run("fit", "--log", target)
+        assert out.returncode == 2 and "Traceback" not in out.stderr
+        lines = out.stderr.strip().splitlines()
+        assert len(lines) == 1 and "argument --log" in lines[0] and target in lines[0]
+
+
+@pytest.mark.parametrize("args,flag", [
+    (["fit", "p50=45ms,p99=30ms", "--qps", "8"], "PERCENTILES"),        # decreasing latencies
+    (["fit", "p50=45ms,p100=1s", "--qps", "8"], "PERCENTILES"),         # q = 1
+    (["fit", "p0=1ms,p50=45ms", "--qps", "8"], "PERCENTILES"),          # q = 0
+    (["fit", "p999=1s,p50=45ms", "--qps", "8"], "PERCENTILES"),         # ambiguous
+    (["fit", "p50=45ms,p50=50ms", "--qps", "8"], "PERCENTILES"),        # twice
+    (["fit", "p50,p99=300ms", "--qps", "8"], "PERCENTILES"),
+    (["fit", "p50=fast,p99=300ms", "--qps", "8"], "PERCENTILES"),
+    (["fit", "--qps", "8"], "PERCENTILES"),
+    (["fit", "p50=45ms,p99=300ms"], "--qps"),
+    (["fit", "p50=45ms,p99=300ms", "--qps", "0"], "--qps"),
+    (["fit", "p50=45ms,p99=300ms", "--qps", "8", "--log", "x.log"], "--log"),
+    (["fit", "p50=45ms,p99=300ms", "--qps", "8", "--slices", "3"], "--slices"),
+    (["fit", "p50=45ms,p99=300ms", "--qps", "8", "--discipline", "rr", "--slices", "0"], "--slices"),
+    (["fit", "p50=45ms,p99=300ms", "--qps", "8", "--cpu-util", "150%"], "--cpu-util"),
+    (["fit", "p50=45ms,p99=300ms", "--qps", "8", "--delay", "50ms"], "--delay"),
+    (["fit", "p50=45ms,p99=300ms", "--qps", "8", "--delay", "sometimes"], "--delay"),
+    (["fit", "p50=45ms,p99=300ms", "--qps", "8", "--family", "weibull"], "--family"),
+    (["fit", "p50=45ms,p99=300ms", "--qps", "8", "--discipline", "lifo"], "--discipline"),
+    (["fit", "p50=45ms,p99=300ms", "--qps", "8", "--bins", "3"], "--bins"),
+    (["fit", "p50=45ms,p99=300ms", "--qps", "8", "--slo", "p99=soon"], "--slo"),
+    (["fit", "--log", "requests.csv", "--qps", "8"], "--qps"),
+    (["fit", "--log", "requests.csv", "--requests", "100"], "--requests"),
+    (["fit", "--log", "requests.csv", "--format", "csv", "--log-format", "$status"], "--log-format"),
+])
+def test_fit_bad_input_exits_2_naming_the_argument(args, flag):
+    out = run(*args)
+    assert out.returncode == 2
+    assert "Traceback" not in out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and "error" in lines[0] and flag in lines[0], lines
+
+
+def test_fit_model_error_is_one_line():
+    # one percentile cannot identify a mean and an scv: the library's ValueError, on one line
+    out = run("fit", "p99=300ms", "--qps", "8", "--discipline", "fcfs")
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and "cannot identify 2 free parameters" in lines[0]
+    assert "argument PERCENTILES" in lines[0] and "--cpu-util" in lines[0]
+    # 100 % CPU at 8 req/s gives E[S] = 1/8 s by the utilisation law: a saturated queue, no finite latency
+    out = run("fit", "p50=45ms,p99=300ms", "--qps", "8", "--cpu-util", "100%", "--discipline", "fcfs")
+    lines = out.stderr.strip().splitlines()
+    assert out.returncode == 2 and len(lines) == 1 and "--cpu-util" in lines[0], lines
+
+
+def test_percentile_parsing():
+    assert cli._percentiles("p99=300ms,p50=45ms,p99.9=2s") == {0.5: 0.045, 0.99: 0.3, 0.999: 2.0}
+    assert list(cli._percentiles("p99=1s,p50=1s")) == [0.5, 0.99]         # equal latencies are allowed
+    assert cli._percentiles("0.95=120ms") == {0.95: 0.12}
+    with pytest.raises(Exception, match="ambiguous"):
+        cli._percentiles("p999=2s")
