@@ -16,7 +16,10 @@ from __future__ import annotations
 
 import math
 import pathlib
-import tomllib
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
 
 import numpy as np
 import pandas as pd

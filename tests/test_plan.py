@@ -233,7 +233,10 @@ def _timeout_rules():
     path = Path(__file__).resolve().parents[1] / "data" / "timeout_rules.toml"
     if not path.exists():
         pytest.skip("data/timeout_rules.toml not present")
-    import tomllib
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
     return {r["id"]: r for r in tomllib.loads(path.read_text(encoding="utf-8"))["rule"]}
 
 
