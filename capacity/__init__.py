@@ -5,11 +5,14 @@ Queueing models of a backend service, in seconds and requests per second:
 - :class:`Service` -- CPU time per request as a distribution;
 - :mod:`capacity.erlang` -- Erlang B and C, square-root staffing;
 - :mod:`capacity.fcfs` -- first-come-first-served queues (exact M/G/1 and M/M/c);
-- :mod:`capacity.ps` -- processor sharing, how an event loop serves requests;
+- :mod:`capacity.ps` -- processor sharing, the ideal of an event loop serving requests;
+- :mod:`capacity.rr` -- the event loop as it schedules: round robin over the slices between awaits;
 - :mod:`capacity.closed` -- Mean Value Analysis for closed-loop load tests;
 - :mod:`capacity.symbolic` -- the key formulas as sympy expressions;
 - :mod:`capacity.sim` -- an exact simulator that checks them and shows overload;
-- :mod:`capacity.fit` -- per-request CPU cost from utilisation and load tests;
+- :mod:`capacity.overload` -- bursts, timeouts, retries: the collapse and its mitigations;
+- :mod:`capacity.fit` -- per-request CPU cost from percentiles, logs, utilisation and load tests;
+- :mod:`capacity.logs` -- nginx and per-request log readers;
 - :mod:`capacity.plan` -- QPS ceiling, servers needed, timeout-safe rates.
 
 ``fcfs`` and ``ps`` offer the same functions (``mean_response``,
@@ -19,7 +22,7 @@ module: ``capacity.ps.response_quantile(0.99, arrival_rate, service)``.
 import importlib
 from typing import Any
 
-from . import closed, erlang, fcfs, ps
+from . import closed, erlang, fcfs, ps, rr
 from ._version import __version__
 from .closed import mva
 from .distributions import Service
@@ -27,7 +30,7 @@ from .erlang import erlang_b, erlang_c, sqrt_staffing
 
 # Heavier modules (sympy, pandas-based simulation, fitting, planning) load on
 # first use, so `capacity --version` and the formulas start quickly.
-_LAZY_MODULES = {"fit", "plan", "sim", "symbolic"}
+_LAZY_MODULES = {"fit", "logs", "overload", "plan", "sim", "symbolic"}
 
 
 def __getattr__(name: str) -> Any:
@@ -50,9 +53,12 @@ __all__ = [
     "erlang_c",
     "fcfs",
     "fit",
+    "logs",
     "mva",
+    "overload",
     "plan",
     "ps",
+    "rr",
     "sim",
     "simulate",
     "sqrt_staffing",

@@ -91,3 +91,34 @@ def test_fcfs_prediction_at_low_utilisation(quick_run):
     for stat, tol in (("mean", MEAN_TOL), ("p50", P50_TOL), ("p99", P99_TOL)):
         err = point[f"err_{stat}"]
         assert math.isfinite(err) and abs(err) < tol, (stat, point[f"meas_{stat}"], point[f"pred_{stat}"])
+
+
+def _import_harness():
+    sys.path.insert(0, str(VALIDATION))
+    try:
+        import run as harness
+    finally:
+        sys.path.remove(str(VALIDATION))
+    return harness
+
+
+def test_sliced_handlers_use_rr_with_their_k():
+    """No Node needed: the await-sliced handlers' primary model is the
+    event-loop round robin with slices = the path's k; the blocking one FCFS."""
+    harness = _import_harness()
+    full = {h.name: h for h in harness.FULL_HANDLERS}
+    assert (full["sliced"].model, full["sliced"].slices) == ("rr", 5)
+    assert (full["sliced-immediate"].model, full["sliced-immediate"].slices) == ("rr", 5)
+    assert (full["mix"].model, full["mix"].slices) == ("rr", 2)
+    assert (full["cpu"].model, full["cpu"].slices) == ("fcfs", 1)
+    assert harness.slices_of("/mix?cpu=6&io=20&k=2") == 2
+    assert harness.slices_of("/cpu?ms=5") == 1
+    # rr with one slice is FCFS; with 5 slices it lies between FCFS and PS
+    rate = 0.6 / 0.005
+    fcfs = harness.model_stats("fcfs", rate, 0.005, 1.0)
+    ps = harness.model_stats("ps", rate, 0.005, 1.0)
+    rr1 = harness.model_stats("rr", rate, 0.005, 1.0, slices=1)
+    rr5 = harness.model_stats("rr", rate, 0.005, 1.0, slices=5)
+    for k in ("mean", "p99"):
+        assert math.isclose(rr1[k][0], fcfs[k][0], rel_tol=1e-9)
+        assert fcfs[k][0] < rr5[k][0] < ps[k][0]

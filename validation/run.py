@@ -28,9 +28,11 @@ wait, a mix):
    ``plot.png`` (measured vs predicted) to ``--out``.
 
 Models: blocking handler -> M/D/1 FCFS (``capacity.fcfs``); sliced and mixed
-handlers -> processor sharing (``capacity.ps``) until the event-loop ``rr``
-discipline exists; IO handler -> FCFS on its (small) CPU part.  Both FCFS
-and PS predictions are written for every run; ``model`` names the primary.
+handlers -> event-loop round robin (``capacity.rr``) with ``slices`` = the
+handler's ``k`` and ``slice_delay`` = 0; IO handler -> FCFS on its (small)
+CPU part.  FCFS, PS and RR predictions are written for every run (columns
+``fcfs_*``, ``ps_*``, ``rr_*``); ``model`` names the primary, whose values
+are also the ``pred_*`` / ``err_*`` columns.
 
 Honesty rules: a point whose load generator could not keep the Poisson
 schedule is recorded as ``refused`` and never compared; every measured
@@ -64,12 +66,14 @@ import numpy as np
 import pandas as pd
 
 import capacity
+import capacity.rr  # not imported by capacity/__init__.py
 
 HERE = Path(__file__).resolve().parent
 SERVER_JS = HERE / "server" / "server.js"
 LOADGEN_JS = HERE / "loadgen" / "loadgen.js"
 QUANTILES = {"p50": 0.5, "p99": 0.99, "p999": 0.999}
 STATS = ["mean", "p50", "p99", "p999"]
+MODELS = ("fcfs", "ps", "rr")  # every run gets all three; Handler.model is the primary
 # two-sided 97.5 % t quantiles, for batch-means intervals with B - 1 dof
 _T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306,
          9: 2.262, 10: 2.228, 11: 2.201, 12: 2.179, 14: 2.145, 19: 2.093, 29: 2.045}
@@ -80,19 +84,32 @@ class Handler:
     name: str
     path: str
     nominal_cpu_ms: float  # only to choose the calibration rate
-    model: str  # "fcfs" or "ps"
+    model: str  # "fcfs", "ps" or "rr"
+    slices: int | None = None  # awaits split the CPU into this many slices; None: the path's k
+
+    def __post_init__(self) -> None:
+        # slices = the k of the path (/sliced?k=5&... -> 5, /mix?...&k=2 -> 2)
+        if self.slices is None:
+            self.slices = slices_of(self.path)
+
+
+def slices_of(path: str) -> int:
+    """The ``k`` query parameter of a handler path, 1 when absent."""
+    from urllib.parse import parse_qs, urlsplit
+    k = parse_qs(urlsplit(path).query).get("k")
+    return int(k[0]) if k else 1
 
 
 FULL_HANDLERS = [
     Handler("cpu", "/cpu?ms=11", 11.0, "fcfs"),
-    Handler("sliced", "/sliced?k=5&ms=2.2&yield=timeout", 11.0, "ps"),
-    Handler("sliced-immediate", "/sliced?k=5&ms=2.2&yield=immediate", 11.0, "ps"),
+    Handler("sliced", "/sliced?k=5&ms=2.2&yield=timeout", 11.0, "rr"),
+    Handler("sliced-immediate", "/sliced?k=5&ms=2.2&yield=immediate", 11.0, "rr"),
     Handler("io", "/io?ms=20", 1.0, "fcfs"),
-    Handler("mix", "/mix?cpu=6&io=20&k=2", 6.0, "ps"),
+    Handler("mix", "/mix?cpu=6&io=20&k=2", 6.0, "rr"),
 ]
 QUICK_HANDLERS = [
     Handler("cpu", "/cpu?ms=5", 5.0, "fcfs"),
-    Handler("sliced", "/sliced?k=5&ms=1&yield=timeout", 5.0, "ps"),
+    Handler("sliced", "/sliced?k=5&ms=1&yield=timeout", 5.0, "rr"),
 ]
 OVERHEAD_PATH = "/cpu?ms=0"  # the HTTP + Koa cost of a request that does no work
 
@@ -248,8 +265,14 @@ def batch_stats(resp_ms: np.ndarray, batches: int) -> dict:
     return out
 
 
-def model_stats(model: str, rate, service_s: float, base_ms: float) -> dict:
+def model_stats(model: str, rate, service_s: float, base_ms: float, slices: int = 1) -> dict:
     """Predicted mean / quantiles in ms: base latency + the queue's response.
+
+    ``model`` is "fcfs", "ps" or "rr" (event-loop round robin with
+    ``slices`` slices; ignored by the others).  For "rr" ``slice_delay`` is
+    0: the timer / IO waits between slices are already in the base latency
+    ``base_ms`` fitted at the low-load calibration point, so adding them
+    again as a delay would count them twice.
 
     ``rate`` may be an array (one prediction per rate); rates at or above
     saturation give ``inf``.  The PS quantiles of a deterministic service are
@@ -258,15 +281,18 @@ def model_stats(model: str, rate, service_s: float, base_ms: float) -> dict:
     """
     rate = np.atleast_1d(np.asarray(rate, dtype=float))
     svc = capacity.Service.deterministic(service_s)
-    mod = capacity.fcfs if model == "fcfs" else capacity.ps
+    if model not in ("fcfs", "ps", "rr"):
+        raise ValueError(f"unknown model {model!r}")
+    mod = {"fcfs": capacity.fcfs, "ps": capacity.ps, "rr": capacity.rr}[model]
+    kw = {"slices": slices, "slice_delay": 0.0} if model == "rr" else {}
     stable = rate * service_s < 1
     out = {k: np.full(rate.shape, np.inf) for k in STATS}
     if stable.any():
         r = rate[stable]
-        out["mean"][stable] = base_ms + 1e3 * np.asarray(mod.mean_response(r, svc), dtype=float)
+        out["mean"][stable] = base_ms + 1e3 * np.asarray(mod.mean_response(r, svc, **kw), dtype=float)
         for name, q in QUANTILES.items():
             # one quantile at a time: capacity.ps does not broadcast q against rate
-            out[name][stable] = base_ms + 1e3 * np.asarray(mod.response_quantile(q, r, svc), dtype=float)
+            out[name][stable] = base_ms + 1e3 * np.asarray(mod.response_quantile(q, r, svc, **kw), dtype=float)
     return out
 
 
@@ -280,7 +306,7 @@ def measure(children: Children, args, node: str, cores, rt: bool, port: int, h: 
     csv = raw_dir / f"{tag}.csv"
     s = run_load(children, node, cores[1], rt, port, h.path, rate, duration, seed, csv)
     row: dict = {"handler": h.name, "path": h.path, "kind": kind, "target_util": target,
-                 "rate": rate, "seed": seed, "status": "ok"}
+                 "rate": rate, "seed": seed, "status": "ok", "model": h.model, "slices": h.slices}
     srv = s.get("server") or {}
     done = srv.get("requests_completed") or 0
     if done:
@@ -317,9 +343,9 @@ def predict_into(row: dict, h: Handler, service_s: float, base_ms: float) -> Non
     n = max(row.get("completed") or 1, 1)
     rel = 1.96 / math.sqrt(n)
     row["util_lo"], row["util_hi"] = rho * (1 - rel), rho * (1 + rel)
-    for model in ("fcfs", "ps"):
+    for model in MODELS:
         rhos = [rho, row["util_lo"], row["util_hi"]] if model == h.model else [rho]
-        pred = model_stats(model, np.array(rhos) / service_s, service_s, base_ms)
+        pred = model_stats(model, np.array(rhos) / service_s, service_s, base_ms, h.slices)
         for k in STATS:
             row[f"{model}_{k}"] = float(pred[k][0])
             if model == h.model:
@@ -402,7 +428,7 @@ def sweep(args) -> dict:
                 # b from the median, not the mean: one stall of a busy machine
                 # in a short calibration run moves the mean by milliseconds
                 lam0 = cal["measured_util"] / service_s
-                base_ms = cal["meas_p50"] - float(model_stats(h.model, lam0, service_s, 0.0)["p50"][0])
+                base_ms = cal["meas_p50"] - float(model_stats(h.model, lam0, service_s, 0.0, h.slices)["p50"][0])
             cal["service_ms"], cal["base_ms"] = service_s * 1e3, base_ms
             predict_into(cal, h, service_s, base_ms)
             rows.append(cal)
@@ -477,14 +503,16 @@ def plot(table: pd.DataFrame, path: Path, grid_points: int = 10) -> None:
         service_s = d.service_ms.iloc[0] / 1e3
         base = d.base_ms.iloc[0]
         grid = np.linspace(0.05, 0.95, grid_points)
-        curves = {m: model_stats(m, grid / service_s, service_s, base) for m in ("fcfs", "ps")}
+        slices = int(d.slices.iloc[0]) if "slices" in d and pd.notna(d.slices.iloc[0]) else 1
+        curves = {m: model_stats(m, grid / service_s, service_s, base, slices) for m in MODELS}
         for j, k in enumerate(STATS):
             ax = axes[i, j]
             ax.errorbar(d.measured_util, d["meas_" + k], yerr=d["meas_" + k + "_ci"], fmt="o", color="k",
                         capsize=3, label="measured (95% CI)")
-            for model, colour in (("fcfs", "C0"), ("ps", "C1")):
+            for model, colour in (("fcfs", "C0"), ("ps", "C1"), ("rr", "C2")):
+                what = f"RR k={slices}" if model == "rr" else model.upper()
                 ax.plot(grid, curves[model][k], color=colour, marker=".",
-                        label=f"{model.upper()} (fitted at low load)")
+                        label=f"{what} (fitted at low load)")
                 ax.plot(d.measured_util, d[f"{model}_{k}"], "x", color=colour)
             ax.set_title(f"{name}: {k}")
             ax.set_xlabel("measured utilisation")
