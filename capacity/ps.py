@@ -23,7 +23,7 @@ E[S] = 1 s exponential, the p99.9 is 22.2 s under PS and 13.8 s under FCFS).
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 from scipy.linalg import eigh_tridiagonal
@@ -822,6 +822,15 @@ def conditional_mean_response(size: ArrayLike, arrival_rate: ArrayLike, service:
     return _out(out)
 
 
+def _service_alone_when_idle(values: np.ndarray, inp, shape: tuple, of_service: Callable) -> np.ndarray:
+    """Where the arrival rate is 0 nobody shares the CPU, so the response is the service time
+    itself: take ``of_service()`` (its exact sf or ppf) there rather than the PH-fitted value."""
+    idle = np.broadcast_to(inp.arrival_rate == 0, shape)
+    if not idle.any():
+        return values
+    return np.where(idle, np.broadcast_to(np.asarray(of_service(), dtype=float), shape), values)
+
+
 def response_sf(t: ArrayLike, arrival_rate: ArrayLike, service: Service | ArrayLike,
                 servers: ArrayLike = 1):
     """P(T > t): probability that a request's response time exceeds ``t``.
@@ -924,11 +933,7 @@ def response_sf(t: ArrayLike, arrival_rate: ArrayLike, service: Service | ArrayL
     shape = np.broadcast_shapes(t_arr.shape, q.shape)
     ev = _SfEvaluator(q, shape)
     out = ev(np.broadcast_to(t_arr, shape))
-    # No other requests: the response is the service time itself, exactly (not its PH fit).
-    idle = np.broadcast_to(q.arrival_rate == 0, shape)
-    if idle.any():
-        out = np.where(idle, np.broadcast_to(np.asarray(q.service.sf(t_arr), dtype=float), shape), out)
-    return _out(out)
+    return _out(_service_alone_when_idle(out, q, shape, lambda: q.service.sf(t_arr)))
 
 
 def response_quantile(q: ArrayLike, arrival_rate: ArrayLike, service: Service | ArrayLike,
@@ -1026,8 +1031,5 @@ def response_quantile(q: ArrayLike, arrival_rate: ArrayLike, service: Service | 
     except (NotImplementedError, ValueError, TypeError):
         pass
     res = _solve_quantile(ev, target.ravel(), guess.ravel()).reshape(shape)
-    # No other requests: the response is the service time itself, exactly (not its PH fit).
-    idle = np.broadcast_to(inp.arrival_rate == 0, shape)
-    if idle.any():
-        res = np.where(idle, np.broadcast_to(np.asarray(inp.service.ppf(qb), dtype=float), shape), res)
+    res = _service_alone_when_idle(res, inp, shape, lambda: inp.service.ppf(qb))
     return _out(np.where(stable, res, np.inf))

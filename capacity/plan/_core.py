@@ -115,35 +115,43 @@ def _max_rates(sf: Callable, service: Service, servers: np.ndarray, t: np.ndarra
     constraint fails even at zero load), and ``capacity`` (shape ``B + (1,)``) is the rate at
     utilisation 1.
     """
+    svc, c, shape, capacity, tt, reason = _rate_problem(service, servers, t)
+    pp = np.broadcast_to(p, shape)
+    # Zero load: the response is the service time alone (the wait is 0).
+    at_zero = np.asarray(sf(tt, 0.0, svc, c), dtype=float)
+    reason[(reason == 0) & (at_zero > pp)] = 2
+
+    def log_tail(rate):
+        with np.errstate(divide="ignore"):
+            return np.log(np.maximum(np.asarray(sf(tt, rate, svc, c), dtype=float), 1e-300))
+
+    return _solve_rates(log_tail, np.log(pp), shape, capacity, reason), reason, capacity
+
+
+def _rate_problem(service: Service, servers: np.ndarray, t: np.ndarray):
+    """Broadcast setup shared by the two rate solvers: the service with a constraint axis, the
+    servers, the shape, the capacity (rate at utilisation 1), thresholds made positive, and the
+    reason array (1 where the threshold is <= 0, else 0 until checked)."""
     svc = service._expand(1)
     c = servers[..., None]
     mean = np.asarray(svc.mean, dtype=float)
     shape = np.broadcast_shapes(c.shape, mean.shape, t.shape)
     capacity = np.broadcast_to(c / mean, shape[:-1] + (1,))
     tt = np.broadcast_to(np.where(t > 0, t, 1.0), shape)
-    pp = np.broadcast_to(p, shape)
     reason = np.broadcast_to(np.where(t > 0, 0, 1), shape).copy()
+    return svc, c, shape, capacity, tt, reason
 
-    def tail(u):
-        rate = capacity * (u / (1.0 + u))
-        return np.asarray(sf(tt, rate, svc, c), dtype=float)
 
-    # Zero load: the response is the service time alone (the wait is 0).
-    at_zero = np.asarray(sf(tt, 0.0, svc, c), dtype=float)
-    reason[(reason == 0) & (at_zero > pp)] = 2
-    target = np.where(reason == 0, np.log(pp), np.nan)
-
-    def func(u):
-        with np.errstate(divide="ignore"):
-            return np.log(np.maximum(tail(u), 1e-300))
-
-    if (reason == 0).any():
-        u = solve_increasing(func, target, np.full(shape, 1e-3), np.full(shape, 1e2), log=True,
-                             rtol=_RATE_RTOL)
-        rates = np.where(reason == 0, capacity * (u / (1.0 + u)), 0.0)
-    else:
-        rates = np.zeros(shape)
-    return rates, reason, capacity
+def _solve_rates(increasing: Callable, target: np.ndarray, shape: tuple, capacity: np.ndarray,
+                 reason: np.ndarray) -> np.ndarray:
+    """Rates where ``increasing(rate) = target`` for the rows with ``reason == 0`` (0 elsewhere),
+    solved in u = rho / (1 - rho) so the whole stable range (0, capacity) maps to (0, inf)."""
+    if not (reason == 0).any():
+        return np.zeros(shape)
+    target = np.where(reason == 0, target, np.nan)
+    u = solve_increasing(lambda u: increasing(capacity * (u / (1.0 + u))), target,
+                         np.full(shape, 1e-3), np.full(shape, 1e2), log=True, rtol=_RATE_RTOL)
+    return np.where(reason == 0, capacity * (u / (1.0 + u)), 0.0)
 
 
 def _mm1_fcfs_ceiling(mean: np.ndarray, q: np.ndarray, t: np.ndarray) -> np.ndarray:
@@ -178,29 +186,15 @@ def _max_rates_quantile(qfunc: Callable, service: Service, servers: np.ndarray, 
                         q: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """As :func:`_max_rates`, but solving ``log quantile_q(lambda) = log t`` on a quantile function
     ``qfunc(q, arrival_rate, service, servers)`` (for models whose quantile is primary, like rr)."""
-    svc = service._expand(1)
-    c = servers[..., None]
-    mean = np.asarray(svc.mean, dtype=float)
-    shape = np.broadcast_shapes(c.shape, mean.shape, t.shape)
-    capacity = np.broadcast_to(c / mean, shape[:-1] + (1,))
-    tt = np.broadcast_to(np.where(t > 0, t, 1.0), shape)
+    svc, c, shape, capacity, tt, reason = _rate_problem(service, servers, t)
     qq = np.broadcast_to(q, shape)
-    reason = np.broadcast_to(np.where(t > 0, 0, 1), shape).copy()
     at_zero = np.asarray(qfunc(qq, np.zeros(shape), svc, c), dtype=float)
     reason[(reason == 0) & (at_zero > tt)] = 2
-    target = np.where(reason == 0, np.log(tt), np.nan)
 
-    def func(u):
-        rate = capacity * (u / (1.0 + u))
+    def log_quantile(rate):
         return np.log(np.asarray(qfunc(qq, rate, svc, c), dtype=float))
 
-    if (reason == 0).any():
-        u = solve_increasing(func, target, np.full(shape, 1e-3), np.full(shape, 1e2), log=True,
-                             rtol=_RATE_RTOL)
-        rates = np.where(reason == 0, capacity * (u / (1.0 + u)), 0.0)
-    else:
-        rates = np.zeros(shape)
-    return rates, reason, capacity
+    return _solve_rates(log_quantile, np.log(tt), shape, capacity, reason), reason, capacity
 
 
 # ---------------------------------------------------------------------------------------------
