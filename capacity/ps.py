@@ -28,6 +28,7 @@ from typing import Any, Callable
 import numpy as np
 from scipy.linalg import eigh_tridiagonal
 
+from . import _quantile_table as _table
 from ._common import prepare
 from ._laplace import euler_nodes, invert
 from ._validation import as_float_array, check_nonnegative, check_quantile
@@ -931,8 +932,23 @@ def response_sf(t: ArrayLike, arrival_rate: ArrayLike, service: Service | ArrayL
     t_arr = check_nonnegative(t, "t")
     q = prepare(arrival_rate, service, servers)
     shape = np.broadcast_shapes(t_arr.shape, q.shape)
-    ev = _SfEvaluator(q, shape)
-    out = ev(np.broadcast_to(t_arr, shape))
+    tb = np.broadcast_to(t_arr, shape)
+    table = _Tabled(q, shape)
+    if table.mask is None:
+        out = _SfEvaluator(q, shape)(tb)
+    else:
+        flat = np.ones(table.size)
+        tf = tb.ravel()
+        t_unit = tf[table.mask] / table.mean[table.mask]
+        flat[table.mask] = _table.sf("ps", table.family, t_unit, table.rho[table.mask], table.scv[table.mask])
+        # Tabled points whose answer lies beyond the table's levels, and points outside it:
+        # computed directly.
+        flat[np.isnan(flat) & (tf <= 0)] = 1.0
+        rest = table.stable & ~(table.mask & np.isfinite(flat)) & (tf > 0)
+        if rest.any():
+            sub = table.subset(rest)
+            flat[rest] = _SfEvaluator(sub, sub.shape)(tf[rest])
+        out = flat.reshape(shape)
     return _out(_service_alone_when_idle(out, q, shape, lambda: q.service.sf(t_arr)))
 
 
@@ -1015,8 +1031,27 @@ def response_quantile(q: ArrayLike, arrival_rate: ArrayLike, service: Service | 
     stable = np.broadcast_to(inp.stable, shape)
     if not stable.any():
         return _out(np.full(shape, np.inf))
-    ev = _SfEvaluator(inp, shape)
     qb = np.broadcast_to(qq, shape)
+    table = _Tabled(inp, shape)
+    if table.mask is None:
+        res = _direct_quantile(qb, inp, shape, stable)
+    else:
+        qf = qb.ravel()
+        flat = np.full(table.size, np.inf)
+        m = table.mask
+        flat[m] = table.mean[m] * _table.quantile("ps", table.family, qf[m], table.rho[m], table.scv[m])
+        rest = table.stable & ~(m & np.isfinite(flat))
+        if rest.any():
+            sub = table.subset(rest)
+            flat[rest] = _direct_quantile(qf[rest], sub, sub.shape, sub.stable)
+        res = flat.reshape(shape)
+    res = _service_alone_when_idle(res, inp, shape, lambda: inp.service.ppf(qb))
+    return _out(np.where(stable, res, np.inf))
+
+
+def _direct_quantile(qb: np.ndarray, inp, shape: tuple, stable: np.ndarray) -> np.ndarray:
+    """response_quantile computed from the transform (no table), on broadcast inputs."""
+    ev = _SfEvaluator(inp, shape)
     target = np.where(stable, -np.log1p(-qb), np.nan)
     et = np.broadcast_to(np.where(inp.stable, _mean_response(inp), 1.0), shape)
     # Start from the exponential law with the exact mean, or, when larger, from the size
@@ -1030,6 +1065,44 @@ def response_quantile(q: ArrayLike, arrival_rate: ArrayLike, service: Service | 
         guess = np.where(np.isfinite(alt) & (alt > guess), alt, guess)
     except (NotImplementedError, ValueError, TypeError):
         pass
-    res = _solve_quantile(ev, target.ravel(), guess.ravel()).reshape(shape)
-    res = _service_alone_when_idle(res, inp, shape, lambda: inp.service.ppf(qb))
-    return _out(np.where(stable, res, np.inf))
+    return _solve_quantile(ev, target.ravel(), guess.ravel()).reshape(shape)
+
+
+def _tabled_family(family: str) -> bool:
+    """Whether one-core quantiles of this family come from the shipped table (fast)."""
+    return family in _Tabled.FAMILIES and family in _table.families("ps")
+
+
+class _Tabled:
+    """Which points of a broadcast batch the shipped PS table answers (:mod:`capacity._quantile_table`).
+
+    ``mask`` is None when none can be (another family, or no table); otherwise flat arrays
+    ``mask``, ``stable``, ``rho``, ``scv``, ``mean`` over the batch, and :meth:`subset` gives the
+    queue inputs of the points left to compute directly.
+    """
+
+    # Lognormal and gamma: the table reproduces the (approximate) hyper-Erlang computation.
+    # Exact phase-type laws (exponential, Erlang, hyperexponential) are computed exactly.
+    FAMILIES = ("lognormal", "gamma")
+
+    def __init__(self, inp, shape: tuple):
+        self.mask = None
+        svc = inp.service
+        if svc.family not in self.FAMILIES or svc.family not in _table.families("ps"):
+            return
+        self.inp, self.shape = inp, shape
+        self.family = svc.family
+        self.size = int(np.prod(shape))
+        flat = lambda v: np.broadcast_to(np.asarray(v, dtype=float), shape).ravel()  # noqa: E731
+        self.stable = np.broadcast_to(inp.stable, shape).ravel()
+        self.rho = flat(inp.utilization)
+        self.scv = flat(svc._params["scv"])
+        self.mean = flat(svc._params["mean"])
+        self.lam = flat(inp.arrival_rate)
+        self.servers = np.broadcast_to(inp.servers, shape).ravel()
+        self.mask = (self.stable & (self.servers == 1)
+                     & _table.covered("ps", self.family, self.rho, self.scv))
+
+    def subset(self, rows: np.ndarray):
+        svc = getattr(Service, self.family)(self.mean[rows], self.scv[rows])
+        return prepare(self.lam[rows], svc, self.servers[rows])

@@ -168,8 +168,16 @@ def _queue_quantile(discipline, q, lam, servers, svc, slices=1):
         from .. import rr
         return np.asarray(rr.response_quantile(q, lam, svc, servers, slices=slices), dtype=float)
     if discipline == "fcfs":
-        from .. import fcfs
-        return np.asarray(fcfs.response_quantile(q, lam, svc, servers), dtype=float)
+        from .. import _quantile_table, fcfs
+        # One core, lognormal or gamma: the shipped table of exact M/G/1 quantiles (interpolation
+        # error <= 0.2 %, see from_percentiles); the rest, and points off the table, exactly.
+        x = _quantile_table.tabled_quantile("fcfs", q, lam, svc, servers)
+        if x is None:
+            return np.asarray(fcfs.response_quantile(q, lam, svc, servers), dtype=float)
+        miss = np.isnan(x)
+        if miss.any():
+            x = np.where(miss, np.asarray(fcfs.response_quantile(q, lam, svc, servers), dtype=float), x)
+        return x
     from .. import ps
     return np.asarray(ps.response_quantile(q, lam, svc, servers), dtype=float)
 
@@ -272,8 +280,11 @@ class _Model:
     @property
     def slow(self) -> bool:
         # rr evaluates one PS quantile per point (except slices=1, which is FCFS).
+        # Lognormal and gamma come from the shipped PS table (capacity._quantile_table) when it covers them.
+        from ..ps import _tabled_family
+
         return (self.discipline == "ps" or (self.discipline == "rr" and self.slices > 1)) \
-            and self.family in _SLOW_PS
+            and self.family in _SLOW_PS and not _tabled_family(self.family)
 
     def unpack(self, theta: np.ndarray) -> dict:
         """Natural parameters from a (K, p) batch; each value has shape (K,)."""

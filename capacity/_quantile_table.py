@@ -1,0 +1,201 @@
+"""Shipped tables of M/G/1 response-time quantiles (processor sharing and FCFS) for
+lognormal, gamma and hyperexponential service.
+
+Why tables
+----------
+On one core, in units of ``E[S]``, the response time of an M/G/1 queue depends only on the
+utilisation ``rho``, the *shape* of the service law (family and scv) and the level ``q`` -- a
+change of time unit, see :mod:`capacity.plan.curves`.  Two consumers need many evaluations
+at arbitrary ``(rho, scv, q)`` fast:
+
+* :mod:`capacity.ps` for lognormal and gamma service, which are not phase-type: the direct
+  computation (a 16-phase hyper-Erlang fit of the law and the exact M/PH/1-PS sojourn
+  transform) costs about 0.5 s for four quantiles at one point -- too slow for a slider or a
+  least-squares fit.  For them the table *is* the method (it reproduces the direct
+  computation, itself an approximation whose error against simulation is in
+  :func:`capacity.ps.response_quantile`).
+* :func:`capacity.fit.from_percentiles`, which evaluates the model tens of times per fit: it
+  reads FCFS (exact M/G/1, :mod:`capacity.fcfs`, 10 ms per evaluation) from the FCFS table.
+
+So the direct computation is done once, offline (``tools/build_quantile_tables.py``), on a
+grid, and shipped.
+
+What is stored
+--------------
+``log((1 - rho) t_q / E[S])`` -- smooth and bounded in all three coordinates -- on a regular
+grid in ``(logit rho, log scv, z)``, ``z = log(-log(1 - q))``: 32 utilisations from 0.001 to
+0.999, 18 scv values from 0.04 to 25 (10 from 1 to 25 for the hyperexponential) and 40 levels
+from q = 0.001 to q = 1 - 1e-6.  It is read with a tensor-product cubic spline
+(:class:`scipy.interpolate.RegularGridInterpolator`, ``method="cubic"``).  Below
+``rho = 0.001`` the log-quantile is interpolated linearly in ``rho`` towards the service
+time's own quantile at ``rho = 0`` (``T = S`` with nobody to share with or wait for).
+``P(T > t)`` is the same spline solved for ``z`` (bracketed on the grid levels, then Illinois
+iterations).  Interpolation errors against the direct computation, between the nodes, are
+measured by ``python tools/build_quantile_tables.py --check`` and quoted where each table is
+used.
+
+Outside the grid (several cores, ``rho > 0.999``, scv or q beyond the ranges) the callers
+compute the point directly; :func:`covered` says which points a table answers.
+"""
+from __future__ import annotations
+
+import functools
+import pathlib
+
+import numpy as np
+
+# Utilisations evenly spaced in logit(rho) from 0.001 to 0.999.
+RHO = 1.0 / (1.0 + np.exp(-np.linspace(np.log(0.001 / 0.999), np.log(0.999 / 0.001), 32)))
+# Squared coefficients of variation, evenly spaced in log(scv).
+SCV = {
+    "lognormal": np.geomspace(0.04, 25.0, 18),
+    "gamma": np.geomspace(0.04, 25.0, 18),
+    "hyperexponential": np.geomspace(1.0, 25.0, 10),
+}
+# Quantile levels as z = log(-log(1 - q)), evenly spaced from q = 0.001 to q = 1 - 1e-6.
+Z = np.linspace(np.log(-np.log1p(-0.001)), np.log(-np.log(1e-6)), 40)
+
+DISCIPLINES = ("ps", "fcfs")
+FOLDER = pathlib.Path(__file__).resolve().parent / "tables"
+# Set by tools/build_quantile_tables.py so that a rebuild computes every point directly.
+disabled = False
+
+_SLACK = 1e-9  # relative tolerance on the grid edges (rounding in callers' scv and rho)
+
+
+def path(discipline: str) -> pathlib.Path:
+    return FOLDER / f"{discipline}_quantiles.npz"
+
+
+@functools.lru_cache(maxsize=None)
+def _interpolators(discipline: str) -> dict:
+    from scipy.interpolate import RegularGridInterpolator
+
+    file = path(discipline)
+    if not file.exists():
+        return {}
+    with np.load(file) as data:
+        rho, z = data["rho"], data["z"]
+        out = {}
+        for fam in SCV:
+            key = f"log_scaled_{fam}"
+            if key in data.files:
+                grid = (np.log(rho / (1.0 - rho)), np.log(data[f"scv_{fam}"]), z)
+                out[fam] = RegularGridInterpolator(grid, data[key], method="cubic")
+    return out
+
+
+def families(discipline: str) -> tuple[str, ...]:
+    """Families a shipped table answers (empty when the table is missing or disabled)."""
+    return () if disabled else tuple(_interpolators(discipline))
+
+
+def covered(discipline: str, family: str, rho: np.ndarray, scv: np.ndarray) -> np.ndarray:
+    """Which (rho, scv) points, one core assumed, lie inside the table."""
+    if family not in families(discipline):
+        return np.zeros(np.shape(rho), dtype=bool)
+    lo, hi = SCV[family][0], SCV[family][-1]
+    return ((rho >= 0) & (rho <= RHO[-1] * (1 + _SLACK))
+            & (scv >= lo * (1 - _SLACK)) & (scv <= hi * (1 + _SLACK)))
+
+
+def _unit_service(family: str, scv: np.ndarray):
+    from .distributions import Service
+
+    return getattr(Service, family)(1.0, scv)
+
+
+def _log_t(discipline: str, family: str, z: np.ndarray, rho: np.ndarray, scv: np.ndarray) -> np.ndarray:
+    """log(t_q / E[S]) at level z (arrays of one shape), inside the table."""
+    spline = _interpolators(discipline)[family]
+    r = np.clip(rho, RHO[0], RHO[-1])
+    pts = np.stack([np.log(r / (1.0 - r)),
+                    np.clip(np.log(scv), np.log(SCV[family][0]), np.log(SCV[family][-1])),
+                    np.clip(z, Z[0], Z[-1])], axis=-1)
+    out = spline(pts.reshape(-1, 3)).reshape(np.shape(z)) - np.log1p(-r)
+    low = rho < RHO[0]
+    if low.any():
+        # Linear in rho towards the bare service time at rho = 0.
+        q = -np.expm1(-np.exp(z[low]))
+        ls = np.log(np.asarray(_unit_service(family, scv[low]).ppf(q), dtype=float))
+        out[low] = ls + (rho[low] / RHO[0]) * (out[low] - ls)
+    return out
+
+
+def quantile(discipline: str, family: str, q: np.ndarray, rho: np.ndarray, scv: np.ndarray) -> np.ndarray:
+    """``t_q / E[S]`` for flat arrays of covered points; NaN where q is outside the levels."""
+    q, rho, scv = (np.asarray(v, dtype=float) for v in (q, rho, scv))
+    with np.errstate(divide="ignore"):
+        z = np.log(-np.log1p(-q))
+    inside = (z >= Z[0] - _SLACK) & (z <= Z[-1] + _SLACK)
+    out = np.full(q.shape, np.nan)
+    if inside.any():
+        out[inside] = np.exp(_log_t(discipline, family, z[inside], rho[inside], scv[inside]))
+    return out
+
+
+def sf(discipline: str, family: str, t: np.ndarray, rho: np.ndarray, scv: np.ndarray,
+       iterations: int = 40) -> np.ndarray:
+    """``P(T > t E[S])`` for flat arrays of covered points (``t`` in units of E[S]);
+    NaN where the answer lies outside the levels (P(T > t) > 0.999 or < 1e-6)."""
+    t, rho, scv = (np.asarray(v, dtype=float) for v in (t, rho, scv))
+    n = t.size
+    out = np.full(n, np.nan)
+    if n == 0:
+        return out
+    with np.errstate(divide="ignore"):
+        target = np.log(t)
+    nodes = _log_t(discipline, family, np.broadcast_to(Z, (n, Z.size)).copy(),
+                   np.repeat(rho[:, None], Z.size, axis=1), np.repeat(scv[:, None], Z.size, axis=1))
+    # The tables increase in z at every node (checked by the tests), so the bracket is unique.
+    k = np.sum(nodes <= target[:, None], axis=1) - 1
+    ok = (k >= 0) & (k < Z.size - 1)
+    exact_top = target == nodes[:, -1]
+    out[exact_top] = np.exp(-np.exp(Z[-1]))
+    ok &= ~exact_top
+    if ok.any():
+        idx = np.flatnonzero(ok)
+        kk = k[idx]
+        a, b = Z[kk], Z[kk + 1]
+        fa = nodes[idx, kk] - target[idx]
+        fb = nodes[idx, kk + 1] - target[idx]
+        r, s = rho[idx], scv[idx]
+        tgt = target[idx]
+        side = np.zeros(idx.size, dtype=int)
+        x = a
+        for _ in range(iterations):
+            with np.errstate(invalid="ignore", divide="ignore"):
+                x = np.where(fb != fa, b - fb * (b - a) / (fb - fa), 0.5 * (a + b))
+            x = np.where(np.isfinite(x) & (x > a) & (x < b), x, 0.5 * (a + b))
+            fx = _log_t(discipline, family, x, r, s) - tgt
+            right = fx > 0
+            b, a = np.where(right, x, b), np.where(right, a, x)
+            fb = np.where(right, fx, np.where(side == -1, 0.5 * fb, fb))
+            fa = np.where(right, np.where(side == 1, 0.5 * fa, fa), fx)
+            side = np.where(right, 1, -1)
+            if np.all((np.abs(fx) < 1e-13) | (b - a < 1e-12)):
+                break
+        out[idx] = np.exp(-np.exp(x))
+    return out
+
+
+def tabled_quantile(discipline: str, q, arrival_rate, service, servers=1) -> np.ndarray | None:
+    """Response-time quantiles (seconds) from the table, broadcast; NaN where a point is not
+    covered (the caller computes those directly), ``inf`` where unstable.  None when the
+    family has no table at all."""
+    from ._common import prepare
+
+    inp = prepare(arrival_rate, service, servers)
+    fam = inp.service.family
+    if fam not in families(discipline):
+        return None
+    qq = np.asarray(q, dtype=float)
+    shape = np.broadcast_shapes(qq.shape, inp.shape)
+    flat = lambda v: np.broadcast_to(np.asarray(v, dtype=float), shape).ravel()  # noqa: E731
+    rho, scv, mean = flat(inp.utilization), flat(inp.service._params["scv"]), flat(inp.service._params["mean"])
+    stable = rho < 1
+    ok = stable & (flat(inp.servers) == 1) & covered(discipline, fam, rho, scv)
+    out = np.where(stable, np.nan, np.inf)
+    if ok.any():
+        out[ok] = mean[ok] * quantile(discipline, fam, flat(qq)[ok], rho[ok], scv[ok])
+    return out.reshape(shape)

@@ -1,0 +1,163 @@
+#!/usr/bin/env python
+"""Build the shipped response-time quantile tables ``capacity/tables/<discipline>_quantiles.npz``.
+
+Usage (from the repository root)::
+
+    python tools/build_quantile_tables.py ps lognormal gamma            # ~30 min of CPU per family
+    python tools/build_quantile_tables.py fcfs lognormal gamma hyperexponential   # ~1 min
+    python tools/build_quantile_tables.py --check ps lognormal          # error between the nodes
+
+Each family is computed into ``build/<discipline>_tables/<family>_<i>.npz`` (one file per scv
+value, so an interrupted build resumes), then the families named are assembled into the
+shipped table of that discipline.
+
+What is tabulated (see :mod:`capacity._quantile_table` for how it is read): for every
+utilisation ``rho`` of ``RHO`` and scv of ``SCV[family]``, a mean-1 service of that family, the
+quantiles at the levels ``z = log(-log(1 - q))`` of ``Z``, stored as ``log((1 - rho) t_q)``
+(smooth in ``(logit rho, log scv, z)``):
+
+* ``fcfs``: :func:`capacity.fcfs.response_quantile` (exact M/G/1) at the levels directly;
+* ``ps``: the survival function ``P(T > t)`` from :func:`capacity.ps.response_sf` (the exact
+  M/PH/1-PS transform of a hyper-Erlang fit of the law) on ``T_POINTS`` log-spaced times,
+  inverted by monotone (PCHIP) interpolation of ``log t`` against ``z``; the raw survival
+  functions are kept in the build folder so the levels can change without recomputing.
+"""
+from __future__ import annotations
+
+import pathlib
+import sys
+import time
+
+import numpy as np
+from scipy.interpolate import PchipInterpolator
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from capacity import Service, fcfs, ps  # noqa: E402
+from capacity import _quantile_table as table_mod  # noqa: E402
+from capacity._quantile_table import RHO, SCV, Z  # noqa: E402
+
+table_mod.disabled = True  # a rebuild computes every point directly, never from an old table
+
+T_POINTS = 72
+
+
+def _levels(t: np.ndarray, sf: np.ndarray, rho: float) -> np.ndarray | None:
+    """log((1 - rho) t_q) at the levels Z from one row of P(T > t), or None if not covered."""
+    ok = (sf > 1e-12) & (sf < 1.0 - 1e-12)
+    g = np.log(-np.log(sf[ok]))
+    y = np.log(t[ok])
+    # The transform's absolute error (~1e-9) can make the far tail wiggle: keep it monotone.
+    keep = np.concatenate([[True], np.diff(g) > 0]) & (g >= np.maximum.accumulate(g))
+    g, y = g[keep], y[keep]
+    if g.size < 8 or g[0] > Z[0] or g[-1] < Z[-1]:
+        return None
+    return PchipInterpolator(g, y)(Z) + np.log1p(-rho)
+
+
+def one_scv_fcfs(family: str, scv: float) -> np.ndarray:
+    """log((1 - rho) t_q) for every rho of RHO (rows) and z of Z (columns), exact M/G/1."""
+    q = -np.expm1(-np.exp(Z))
+    t = np.asarray(fcfs.response_quantile(q[None, :], RHO[:, None], getattr(Service, family)(1.0, scv)))
+    return np.log(t) + np.log1p(-RHO)[:, None]
+
+
+def one_scv(family: str, scv: float) -> np.ndarray:
+    """log((1 - rho) t_q) for every rho of RHO (rows) and z of Z (columns)."""
+    svc = getattr(Service, family)(1.0, scv)
+    et = 1.0 / (1.0 - RHO)                                     # E[T] with E[S] = 1
+    # The hyper-Erlang fit of a low-scv law has a heavier lower tail than the law itself.
+    lo = np.full(RHO.size, 0.1 * float(svc.ppf(1e-5)))
+    hi = np.maximum(float(svc.ppf(1.0 - 1e-9)) * et, 200.0 * et)
+    out = np.full((RHO.size, Z.size), np.nan)
+    raw_t = np.empty((RHO.size, T_POINTS))
+    raw_sf = np.empty((RHO.size, T_POINTS))
+    todo = np.arange(RHO.size)
+    for _ in range(6):
+        t = np.exp(np.linspace(np.log(lo[todo]), np.log(hi[todo]), T_POINTS).T)  # (rows, T)
+        sf = np.asarray(ps.response_sf(t, RHO[todo, None], svc), dtype=float)
+        failed = []
+        for row, i in enumerate(todo):
+            raw_t[i], raw_sf[i] = t[row], sf[row]
+            levels = _levels(t[row], sf[row], RHO[i])
+            if levels is None:
+                failed.append(i)
+                # Widen whichever end fell short.
+                if sf[row, 0] < 1.0 - 1e-4:
+                    lo[i] /= 10.0
+                if sf[row, -1] > 1e-7:
+                    hi[i] *= 4.0
+            else:
+                out[i] = levels
+        if not failed:
+            return out, raw_t, raw_sf
+        todo = np.array(failed)
+    raise RuntimeError(f"{family} scv={scv}: t grid does not cover the levels at rho={RHO[todo]}")
+
+
+def build_family(discipline: str, family: str) -> np.ndarray:
+    build = ROOT / "build" / f"{discipline}_tables"
+    build.mkdir(parents=True, exist_ok=True)
+    layers = []
+    for j, scv in enumerate(SCV[family]):
+        path = build / f"{family}_{j:02d}.npz"
+        if path.exists():
+            layers.append(np.load(path)["table"])
+            continue
+        t0 = time.perf_counter()
+        if discipline == "fcfs":
+            table = one_scv_fcfs(family, float(scv))
+            np.savez(path, table=table)
+        else:
+            table, raw_t, raw_sf = one_scv(family, float(scv))
+            np.savez(path, table=table, t=raw_t, sf=raw_sf)
+        layers.append(table)
+        print(f"{discipline} {family} scv={scv:.4g}: {time.perf_counter() - t0:.1f} s", flush=True)
+    return np.stack(layers, axis=1)  # (rho, scv, z)
+
+
+def check(discipline: str, family: str, levels=(0.5, 0.9, 0.99, 0.999), step: int = 2) -> None:
+    """Table against the direct computation midway between nodes (every ``step``-th cell)."""
+    spline = table_mod._interpolators(discipline)[family]
+    model = ps if discipline == "ps" else fcfs
+    lr = np.log(RHO / (1 - RHO))
+    ls = np.log(SCV[family])
+    q = np.array(levels)
+    z = np.log(-np.log1p(-q))
+    worst = np.zeros(q.size)
+    errs = []
+    for i in range(0, RHO.size - 1, step):
+        rho = 1 / (1 + np.exp(-0.5 * (lr[i] + lr[i + 1])))
+        for j in range(0, ls.size - 1, step):
+            scv = float(np.exp(0.5 * (ls[j] + ls[j + 1])))
+            pts = np.column_stack([np.full(q.size, np.log(rho / (1 - rho))), np.full(q.size, np.log(scv)), z])
+            tab = np.exp(spline(pts) - np.log1p(-rho))
+            ref = np.asarray(model.response_quantile(q, rho, getattr(Service, family)(1.0, scv)), dtype=float)
+            err = tab / ref - 1
+            errs.append(np.abs(err))
+            worst = np.maximum(worst, np.abs(err))
+            print(f"rho={rho:.4f} scv={scv:7.3f} " + " ".join(f"{e:+.1e}" for e in err), flush=True)
+    errs = np.array(errs)
+    print(f"{discipline} {family}: {len(errs)} points; max |rel. error| per level {dict(zip(levels, worst.round(6)))}; "
+          f"median {np.median(errs):.1e}")
+
+
+def main(discipline: str, families: list[str]) -> None:
+    tables = {f: build_family(discipline, f) for f in families}
+    out = table_mod.path(discipline)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    np.savez_compressed(out, rho=RHO, z=Z, **{f"scv_{f}": SCV[f] for f in tables},
+                        **{f"log_scaled_{f}": t.astype(np.float32) for f, t in tables.items()})
+    print(f"wrote {out.relative_to(ROOT)} with {', '.join(tables)}")
+
+
+if __name__ == "__main__":
+    args = sys.argv[1:]
+    if args[:1] == ["--check"]:
+        for fam in args[2:]:
+            check(args[1], fam)
+    elif args and args[0] in table_mod.DISCIPLINES and len(args) > 1:
+        main(args[0], args[1:])
+    else:
+        sys.exit(__doc__)
