@@ -360,13 +360,21 @@ def _quantile(qb: np.ndarray, inp, k: np.ndarray, d: np.ndarray, shape: tuple) -
     es = np.broadcast_to(inp.mean_service, shape)
     rho = np.broadcast_to(inp.utilization, shape)
     scv = np.broadcast_to(np.asarray(inp.service.scv, dtype=float), shape)
+    out = _blend(qb, q_f, q_p, es, rho, scv, kb) + (kb - 1.0) * np.broadcast_to(d, shape)
+    out = np.where(kb == 1, q_f, out)
+    return np.where(stable, out, np.inf)
+
+
+def _blend(qb, q_f, q_p, es, rho, scv, kb) -> np.ndarray:
+    """The rr quantile (no slice delay) from the FCFS and PS quantiles at the same point.
+
+    Shared with :mod:`capacity.plan.curves`, which blends its cached FCFS and PS tables so that a
+    new slice count costs no queue computation."""
     beta, gamma, delta = _q_params(qb)
     g = 1.0 - kb ** (-beta)
     with np.errstate(invalid="ignore"):
         limit = q_p + gamma * scv * (1.0 + delta * rho) * (q_p - es)
-        out = q_f + g * (limit - q_f) + (kb - 1.0) * np.broadcast_to(d, shape)
-    out = np.where(kb == 1, q_f, out)
-    return np.where(stable, out, np.inf)
+        return q_f + g * (limit - q_f)
 
 
 def response_quantile(q: ArrayLike, arrival_rate: ArrayLike, service: Service | ArrayLike,

@@ -129,6 +129,22 @@ def _compute_table(discipline: str, service: Service, mean: float, servers: int,
 def _unit_table(discipline: str, key: tuple, servers: int, slices: int, quantiles: tuple,
                 grid: tuple) -> tuple[np.ndarray, np.ndarray]:
     """Quantiles of the response time for E[S] = 1 (rows: quantiles, columns: grid) and at zero load."""
+    if discipline == "rr" and slices > 1:
+        # The rr approximation is a per-point blend of the FCFS and PS quantiles: blend the
+        # cached tables of those two, so a new slice count costs no queue computation.
+        from ..rr import _blend
+
+        f_tab, f_zero = _unit_table("fcfs", key, servers, 1, quantiles, grid)
+        p_tab, p_zero = _unit_table("ps", key, servers, 1, quantiles, grid)
+        q = np.array(quantiles)[:, None]
+        rho = np.concatenate([[0.0], np.array(grid)])[None, :]
+        scv = float(np.asarray(_unit_service(key).scv))
+        both = _blend(q, np.column_stack([f_zero, f_tab]), np.column_stack([p_zero, p_tab]), 1.0, rho, scv,
+                      float(slices))
+        table, zero = both[:, 1:].copy(), both[:, 0].copy()
+        table.setflags(write=False)
+        zero.setflags(write=False)
+        return table, zero
     return _compute_table(discipline, _unit_service(key), 1.0, servers, slices, quantiles, grid)
 
 
