@@ -27,6 +27,7 @@ from typing import Any, Callable
 
 import numpy as np
 from scipy.linalg import eigh_tridiagonal
+from scipy.linalg.lapack import zgtsv as _zgtsv
 
 from . import _quantile_table as _table
 from ._common import prepare
@@ -482,7 +483,53 @@ def _mmc_cond_mean_modes(lam: float, mu: float, c: int) -> tuple[np.ndarray, np.
 # ---------------------------------------------------------------------------
 # c cores, exponential service: resolvent of the tagged-request chain
 # ---------------------------------------------------------------------------
+# Below this many points a LAPACK tridiagonal solve per (point, Euler node) beats the sweep over
+# states vectorised across points (3-5x for a few points, 2x at 120; measured in the commit).
+_GTSV_MAX_POINTS = 64
+
+
 def _mmc_sf_pdf(t: np.ndarray, rho: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """P(T > t) and the density of the M/M/c-PS response time, in units of E[S].
+
+    The transform of P(T > t) is ``alpha (sI - Q)^-1 1`` for the tagged-request chain (see
+    :func:`_mmc_sf_pdf_sweep`).  For a few points each tridiagonal system is solved by
+    LAPACK's ``zgtsv`` (one call per point and Euler node, O(states) each); for larger
+    batches the sweep over states, vectorised across points, costs less Python overhead.
+    Both agree to ~1e-11 in P(T > t).
+    """
+    if t.size > _GTSV_MAX_POINTS:
+        return _mmc_sf_pdf_sweep(t, rho, c)
+    with np.errstate(divide="ignore"):
+        nmax = (c + 10 + np.ceil(np.log(1e-15) / np.log(np.maximum(rho, 1e-300)))).astype(int)
+    nmax = np.where(rho > 0, nmax, c + 1)
+    s = euler_nodes(t)  # (b, K)
+    tot = np.empty(s.shape, dtype=complex)
+    chains: dict = {}
+    for j in range(t.size):
+        key = (float(rho[j]), int(c[j]))
+        if key not in chains:
+            top, cc = int(nmax[j]), float(c[j])
+            lam = key[0] * cc
+            n = np.arange(top + 1.0)
+            share = np.minimum(1.0, cc / (n + 1.0))
+            birth = np.where(n < top, lam, 0.0)
+            death = n * share
+            with np.errstate(divide="ignore"):
+                log_ratio = np.log(max(lam, 1e-300)) - np.log(np.minimum(np.maximum(n[1:], 1.0), cc))
+            logp = np.concatenate([[0.0], np.cumsum(log_ratio)])
+            alpha = np.exp(logp - logp.max())
+            chains[key] = ((-death[1:]).astype(complex), birth + death + share,
+                           (-birth[:-1]).astype(complex), alpha / alpha.sum())
+        sub, diag, sup, alpha = chains[key]
+        ones = np.ones(diag.size, dtype=complex)
+        for k in range(s.shape[1]):
+            tot[j, k] = alpha @ _zgtsv(sub, s[j, k] + diag, sup, ones)[3]
+    sf = invert(lambda _s: tot, t)
+    pdf = invert(lambda _s: 1.0 - s * tot, t)
+    return sf, pdf
+
+
+def _mmc_sf_pdf_sweep(t: np.ndarray, rho: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """P(T > t) and the density of the M/M/c-PS response time, in units of E[S].
 
     Same tagged-request chain as _mmc_sf_modes (state: others n, truncated where
