@@ -483,9 +483,10 @@ def _mmc_cond_mean_modes(lam: float, mu: float, c: int) -> tuple[np.ndarray, np.
 # ---------------------------------------------------------------------------
 # c cores, exponential service: resolvent of the tagged-request chain
 # ---------------------------------------------------------------------------
-# Below this many points a LAPACK tridiagonal solve per (point, Euler node) beats the sweep over
-# states vectorised across points (3-5x for a few points, 2x at 120; measured in the commit).
-_GTSV_MAX_POINTS = 64
+# Up to this many points a LAPACK tridiagonal solve per (point, Euler node) beats the sweep over
+# states vectorised across points (measured: 3-5x for a few points, 2x for 120, 1.7x for a
+# 40-utilisation latency table); beyond it the sweep bounds the Python-level call count.
+_GTSV_MAX_POINTS = 4096
 
 
 def _mmc_sf_pdf(t: np.ndarray, rho: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
