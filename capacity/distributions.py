@@ -83,8 +83,18 @@ class Service:
                  frozen: Any = None, samples: np.ndarray | None = None) -> None:
         self.family = family
         self._params = params
-        self._frozen = frozen
+        # ``frozen`` is a frozen scipy distribution or a zero-argument callable making one: freezing
+        # costs ~0.7 ms (scipy builds its docstrings), and formulas that only need the parameters
+        # (every queue model of a slider move creates Services) should not pay for it.
+        self._frozen_obj = None if callable(frozen) and not hasattr(frozen, "dist") else frozen
+        self._frozen_make = frozen if self._frozen_obj is None else None
         self._samples = samples
+
+    @property
+    def _frozen(self) -> Any:
+        if self._frozen_obj is None and self._frozen_make is not None:
+            self._frozen_obj = self._frozen_make()
+        return self._frozen_obj
 
     # ------------------------------------------------------------------ constructors
     @classmethod
@@ -97,7 +107,7 @@ class Service:
     def exponential(cls, mean: ArrayLike) -> "Service":
         """Exponential service time with the given mean (scv = 1)."""
         m = check_positive(mean, "mean")
-        return cls("exponential", {"mean": m}, frozen=stats.expon(scale=m))
+        return cls("exponential", {"mean": m}, frozen=lambda: stats.expon(scale=m))
 
     @classmethod
     def erlang(cls, mean: ArrayLike, k: ArrayLike) -> "Service":
@@ -110,7 +120,7 @@ class Service:
         shape = np.broadcast(m, k_arr).shape
         m, k_arr = np.broadcast_to(m, shape), np.broadcast_to(k_arr, shape)
         return cls("erlang", {"mean": m, "k": k_arr},
-                   frozen=stats.gamma(a=k_arr, scale=m / k_arr))
+                   frozen=lambda: stats.gamma(a=k_arr, scale=m / k_arr))
 
     @classmethod
     def gamma(cls, mean: ArrayLike, scv: ArrayLike) -> "Service":
@@ -120,7 +130,7 @@ class Service:
         shape = np.broadcast(m, c2).shape
         m, c2 = np.broadcast_to(m, shape), np.broadcast_to(c2, shape)
         return cls("gamma", {"mean": m, "scv": c2},
-                   frozen=stats.gamma(a=1.0 / c2, scale=m * c2))
+                   frozen=lambda: stats.gamma(a=1.0 / c2, scale=m * c2))
 
     @classmethod
     def lognormal(cls, mean: ArrayLike, scv: ArrayLike) -> "Service":
@@ -135,7 +145,7 @@ class Service:
         sigma = np.sqrt(np.log1p(c2))
         scale = m * np.exp(-0.5 * sigma**2)
         return cls("lognormal", {"mean": m, "scv": c2},
-                   frozen=stats.lognorm(s=sigma, scale=scale))
+                   frozen=lambda: stats.lognorm(s=sigma, scale=scale))
 
     @classmethod
     def hyperexponential(cls, mean: ArrayLike, scv: ArrayLike) -> "Service":
