@@ -24,8 +24,8 @@ What is stored
 --------------
 ``log((1 - rho) t_q / E[S])`` -- smooth and bounded in all three coordinates -- on a regular
 grid in ``(logit rho, log scv, z)``, ``z = log(-log(1 - q))``: 32 utilisations from 0.001 to
-0.999, 18 scv values from 0.04 to 25 (10 from 1 to 25 for the hyperexponential) and 40 levels
-from q = 0.001 to q = 1 - 1e-6.  It is read with a tensor-product cubic spline
+0.999, scv values evenly spaced in log scv from 0.04 (18 up to 25; a table may stop at a lower
+scv, each file stores its grid) and 40 levels from q = 0.001 to q = 1 - 1e-6.  It is read with a tensor-product cubic spline
 (:class:`scipy.interpolate.RegularGridInterpolator`, ``method="cubic"``).  Below
 ``rho = 0.001`` the log-quantile is interpolated linearly in ``rho`` towards the service
 time's own quantile at ``rho = 0`` (``T = S`` with nobody to share with or wait for).
@@ -80,8 +80,10 @@ def _interpolators(discipline: str) -> dict:
         for fam in SCV:
             key = f"log_scaled_{fam}"
             if key in data.files:
-                grid = (np.log(rho / (1.0 - rho)), np.log(data[f"scv_{fam}"]), z)
-                out[fam] = RegularGridInterpolator(grid, data[key], method="cubic")
+                scv = data[f"scv_{fam}"]   # a prefix of SCV[fam]: a table may stop short of its top
+                grid = (np.log(rho / (1.0 - rho)), np.log(scv), z)
+                out[fam] = (RegularGridInterpolator(grid, data[key].astype(float), method="cubic"),
+                            float(scv[0]), float(scv[-1]))
     return out
 
 
@@ -94,7 +96,7 @@ def covered(discipline: str, family: str, rho: np.ndarray, scv: np.ndarray) -> n
     """Which (rho, scv) points, one core assumed, lie inside the table."""
     if family not in families(discipline):
         return np.zeros(np.shape(rho), dtype=bool)
-    lo, hi = SCV[family][0], SCV[family][-1]
+    _, lo, hi = _interpolators(discipline)[family]
     return ((rho >= 0) & (rho <= RHO[-1] * (1 + _SLACK))
             & (scv >= lo * (1 - _SLACK)) & (scv <= hi * (1 + _SLACK)))
 
@@ -107,10 +109,9 @@ def _unit_service(family: str, scv: np.ndarray):
 
 def _log_t(discipline: str, family: str, z: np.ndarray, rho: np.ndarray, scv: np.ndarray) -> np.ndarray:
     """log(t_q / E[S]) at level z (arrays of one shape), inside the table."""
-    spline = _interpolators(discipline)[family]
+    spline, lo, hi = _interpolators(discipline)[family]
     r = np.clip(rho, RHO[0], RHO[-1])
-    pts = np.stack([np.log(r / (1.0 - r)),
-                    np.clip(np.log(scv), np.log(SCV[family][0]), np.log(SCV[family][-1])),
+    pts = np.stack([np.log(r / (1.0 - r)), np.clip(np.log(scv), np.log(lo), np.log(hi)),
                     np.clip(z, Z[0], Z[-1])], axis=-1)
     out = spline(pts.reshape(-1, 3)).reshape(np.shape(z)) - np.log1p(-r)
     low = rho < RHO[0]

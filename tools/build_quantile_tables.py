@@ -3,7 +3,7 @@
 
 Usage (from the repository root)::
 
-    python tools/build_quantile_tables.py ps lognormal gamma            # ~30 min of CPU per family
+    python tools/build_quantile_tables.py ps lognormal gamma:13         # ~30 min of CPU per family
     python tools/build_quantile_tables.py fcfs lognormal gamma hyperexponential   # ~1 min
     python tools/build_quantile_tables.py --check ps lognormal          # error between the nodes
 
@@ -24,6 +24,7 @@ quantiles at the levels ``z = log(-log(1 - q))`` of ``Z``, stored as ``log((1 - 
 """
 from __future__ import annotations
 
+import os
 import pathlib
 import sys
 import time
@@ -96,14 +97,18 @@ def one_scv(family: str, scv: float) -> np.ndarray:
     raise RuntimeError(f"{family} scv={scv}: t grid does not cover the levels at rho={RHO[todo]}")
 
 
-def build_family(discipline: str, family: str) -> np.ndarray:
+def build_family(discipline: str, family: str, layers_max: int | None = None) -> np.ndarray:
     build = ROOT / "build" / f"{discipline}_tables"
     build.mkdir(parents=True, exist_ok=True)
-    layers = []
-    for j, scv in enumerate(SCV[family]):
+    # BUILD_REVERSE=1 walks the scv values from the top, so a second process can share a family.
+    size = SCV[family].size if layers_max is None else min(layers_max, SCV[family].size)
+    order = range(size)[::-1] if os.environ.get("BUILD_REVERSE") else range(size)
+    layers = {}
+    for j in order:
+        scv = SCV[family][j]
         path = build / f"{family}_{j:02d}.npz"
         if path.exists():
-            layers.append(np.load(path)["table"])
+            layers[j] = np.load(path)["table"]
             continue
         t0 = time.perf_counter()
         if discipline == "fcfs":
@@ -112,17 +117,17 @@ def build_family(discipline: str, family: str) -> np.ndarray:
         else:
             table, raw_t, raw_sf = one_scv(family, float(scv))
             np.savez(path, table=table, t=raw_t, sf=raw_sf)
-        layers.append(table)
+        layers[j] = table
         print(f"{discipline} {family} scv={scv:.4g}: {time.perf_counter() - t0:.1f} s", flush=True)
-    return np.stack(layers, axis=1)  # (rho, scv, z)
+    return np.stack([layers[j] for j in range(size)], axis=1)  # (rho, scv, z)
 
 
 def check(discipline: str, family: str, levels=(0.5, 0.9, 0.99, 0.999), step: int = 2) -> None:
     """Table against the direct computation midway between nodes (every ``step``-th cell)."""
-    spline = table_mod._interpolators(discipline)[family]
+    spline = table_mod._interpolators(discipline)[family][0]
     model = ps if discipline == "ps" else fcfs
     lr = np.log(RHO / (1 - RHO))
-    ls = np.log(SCV[family])
+    ls = np.log(SCV[family][:len(spline.grid[1])])
     q = np.array(levels)
     z = np.log(-np.log1p(-q))
     worst = np.zeros(q.size)
@@ -144,10 +149,12 @@ def check(discipline: str, family: str, levels=(0.5, 0.9, 0.99, 0.999), step: in
 
 
 def main(discipline: str, families: list[str]) -> None:
-    tables = {f: build_family(discipline, f) for f in families}
+    """``families``: names, each optionally ``name:N`` to tabulate only its first N scv values."""
+    layers_max = {f.split(":")[0]: int(f.split(":")[1]) if ":" in f else None for f in families}
+    tables = {f: build_family(discipline, f, n) for f, n in layers_max.items()}
     out = table_mod.path(discipline)
     out.parent.mkdir(parents=True, exist_ok=True)
-    np.savez_compressed(out, rho=RHO, z=Z, **{f"scv_{f}": SCV[f] for f in tables},
+    np.savez_compressed(out, rho=RHO, z=Z, **{f"scv_{f}": SCV[f][:t.shape[1]] for f, t in tables.items()},
                         **{f"log_scaled_{f}": t.astype(np.float32) for f, t in tables.items()})
     print(f"wrote {out.relative_to(ROOT)} with {', '.join(tables)}")
 

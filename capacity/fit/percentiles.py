@@ -679,14 +679,21 @@ def from_percentiles(
     ``log scv``, the delay, searched by :func:`scipy.optimize.least_squares`
     (trust-region reflective, bounded so that the busiest observation stays
     below utilisation 0.999; scv in [0.001, 100], or [0.05, 20] for PS with
-    non-exponential service, whose evaluation cost grows outside).  Each evaluation computes the residuals and
+    non-exponential service, the range of its shipped table).  On one core with
+    lognormal or gamma CPU the model's quantiles come from shipped tables
+    (:mod:`capacity._quantile_table`): for FCFS a table of the exact M/G/1
+    quantiles (cubic interpolation, within 0.2 % of the exact value between
+    the nodes; gamma with scv ~20 at the p50: 2 %), for PS the table that
+    :func:`capacity.ps.response_quantile` itself uses.  Other cases, and
+    points off the tables, are computed directly.  Each evaluation computes the residuals and
     their forward-difference Jacobian in ONE batched call of the queue model
     (the parameter sets are an extra array axis), from a start chosen by the
     two-moment closed form (Pollaczek-Khinchine / PS mean with a lognormal
     through the percentiles).  If that ends with more than 2 % RMS error, the
     search restarts once from the best point of a small grid around the start
-    (one batched call).  For the slow PS families the Jacobian is computed
-    only at points the solver accepts, and there is no restart.
+    (one batched call).  For PS with hyperexponential CPU (exact, ~0.1 s per
+    evaluation) the Jacobian is computed only at points the solver accepts,
+    and there is no restart.
 
     Identifiability without a sample size: ``sensitivity_`` linearises the
     model at the optimum, J the Jacobian of the log-percentiles, and reports
