@@ -1,19 +1,17 @@
-"""Timing of capacity.fit.from_percentiles (run: python benchmarks/bench_fit.py [--full]).
+"""Timing of capacity.fit.from_percentiles (run: python benchmarks/bench_fit.py).
 
 Prints wall times (best of N, ms) of one fit of four percentiles (p50/p90/p99/p99.9):
 * FCFS, lognormal CPU (mean, scv free) at one load and at three loads jointly;
 * FCFS, lognormal CPU plus a constant delay;
 * PS, exponential CPU (mean free);
-* PS, lognormal CPU (mean, scv free; the slow path of capacity.ps);
+* PS, lognormal CPU (mean, scv free);
 against the issue's target (100 ms per fit), and a naive baseline in the same process:
 scipy.optimize.minimize(method="Nelder-Mead") on the same objective with one scalar
-forward call per percentile (no batching, no Jacobian, start at mean = p50, scv = 1).
-The naive PS-lognormal fit takes minutes; without --full it is extrapolated from the
-cost of one scalar evaluation and the naive FCFS evaluation count (printed as such).
+forward call per percentile to the public quantile functions (no batching, no Jacobian,
+no FCFS table; start at mean = p50, scv = 1).
 """
 from __future__ import annotations
 
-import sys
 import time
 import warnings
 
@@ -60,7 +58,6 @@ def naive_fit(obs, lam, forward, family, two_param=True, maxfev=2000):
 
 
 def main() -> None:
-    full = "--full" in sys.argv
     warnings.simplefilter("ignore")
     svc = Service.lognormal(MEAN, 2.0)
     one = dict(zip(Q.tolist(), fcfs.response_quantile(Q, LAM, svc)))
@@ -79,7 +76,7 @@ def main() -> None:
         ("FCFS lognormal + delay",
          lambda: from_percentiles(delayed, LAM, discipline="fcfs", delay="constant"), 5),
         ("PS exponential, 1 load", lambda: from_percentiles(ps_exp, LAM, family="exponential"), 5),
-        ("PS lognormal, 1 load", lambda: from_percentiles(ps_ln, LAM, family="lognormal"), 1),
+        ("PS lognormal, 1 load", lambda: from_percentiles(ps_ln, LAM, family="lognormal"), 5),
     ]
     for name, func, rep in cases:
         ms, res = best_ms(func, rep)
@@ -96,20 +93,9 @@ def main() -> None:
                                                     two_param=False), 1)
     print(f"  PS exponential, 1 load      {ms_e:9.1f} ms   E[S] = {1e3 * m_e:.3f} ms, {nfev_e} evaluations;"
           f" ratio = {ms_e / rows[3][1]:.1f}x")
-    if full:
-        ms_l, (m_l, nfev_l) = best_ms(lambda: naive_fit(ps_ln, LAM, ps.response_quantile, "lognormal"), 1)
-        print(f"  PS lognormal, 1 load        {ms_l:9.1f} ms   E[S] = {1e3 * m_l:.3f} ms, "
-              f"{nfev_l} evaluations; ratio = {ms_l / rows[4][1]:.1f}x")
-    else:
-        t0 = time.perf_counter()
-        for q in Q:
-            ps.response_quantile(float(q), LAM, svc)
-        per_eval = 1e3 * (time.perf_counter() - t0)
-        est = per_eval * nfev
-        print(f"  PS lognormal, 1 load        ~{est:8.0f} ms   EXTRAPOLATED: {per_eval:.0f} ms per "
-              f"evaluation x {nfev} evaluations (the FCFS count); ratio ~ {est / rows[4][1]:.0f}x "
-              "(run with --full to time it)")
-
+    ms_l, (m_l, nfev_l) = best_ms(lambda: naive_fit(ps_ln, LAM, ps.response_quantile, "lognormal"), 1)
+    print(f"  PS lognormal, 1 load        {ms_l:9.1f} ms   E[S] = {1e3 * m_l:.3f} ms, "
+          f"{nfev_l} evaluations; ratio = {ms_l / rows[4][1]:.1f}x")
 
 if __name__ == "__main__":
     main()

@@ -16,7 +16,9 @@ E[S] = 1 s exponential, the p99.9 is 22.2 s under PS and 13.8 s under FCFS).
   (Euler algorithm); other service distributions are replaced by a PH
   fit of the whole distribution (:mod:`capacity.phasetype`; deterministic
   service keeps the exact size for the tagged request), an approximation
-  whose error is measured in :func:`response_quantile`.
+  whose error is measured in :func:`response_quantile`.  For lognormal
+  service that computation is precomputed on a grid and shipped
+  (:mod:`capacity._quantile_table`), so it costs a millisecond.
 * ``c`` cores (and one core) with exponential service: exact, by a tagged-request Markov chain;
   other service distributions raise ``NotImplementedError`` for the
   distribution (the means stay exact).
@@ -1032,8 +1034,8 @@ def response_quantile(q: ArrayLike, arrival_rate: ArrayLike, service: Service | 
     error O(c (1 - rho)): 1.6 % at p50 and 0.3 % at p99 for c = 3 at
     rho = 0.993, ten times less at the switch.
 
-    Other service distributions on one core are approximations: lognormal,
-    gamma, empirical and scipy laws use a hyper-Erlang PH fit of the whole
+    Other service distributions on one core are approximations: lognormal
+    (through a table, see below), gamma, empirical and scipy laws use a hyper-Erlang PH fit of the whole
     distribution (:func:`capacity.phasetype.phase_type` with
     ``fit="distribution"``: at most 16 phases, mean exact, quantiles within
     3-8 % from p1 to p99.999); deterministic service uses the exact size for
@@ -1053,13 +1055,35 @@ def response_quantile(q: ArrayLike, arrival_rate: ArrayLike, service: Service | 
 
     (The former three-moment fit was off by +31 % / -23 % / +20 % at
     p50 / p99 / p99.9 for lognormal scv 4 at rho 0.5: the PS tail depends
-    on the whole size distribution, not on its first moments.)  The
-    16-phase fits make the transform slower than for 2-phase services:
-    measured on a loaded 2-core machine, four quantiles at one point take
-    ~0.2-0.3 s (Erlang-2, H2), 0.9-1.7 s (lognormal fits; 1-33 s before
-    the variable panels), 20-70 ms (exponential); a 200-point utilisation
-    sweep of the p99 ~1 s (exponential), 8-11 s (Erlang-2, H2), 45-50 s
-    (lognormal), see ``benchmarks/bench_ps.py``.
+    on the whole size distribution, not on its first moments.)
+
+    **Lognormal service on one core comes from a shipped table** of that
+    computation (:mod:`capacity._quantile_table`: 32 utilisations from 0.001
+    to 0.999 x scv values from 0.39 to 17.1 (evenly spaced in log scv, 10
+    nodes) x 40 levels from q = 0.001 to 1 - 1e-6, read by a cubic spline;
+    :func:`response_sf` solves the same spline for the level), because the
+    direct computation costs ~0.5-1.7 s for four quantiles at one point.
+    Points off the table (rho > 0.999, scv outside, q beyond the levels) are
+    computed directly.  At the nodes the table reproduces the direct
+    computation (to 0.2 %); between them it is smoother than it: the
+    hyper-Erlang fit changes structure with scv, so the direct result jumps
+    by a few per cent between nearby scv values (at light load, where
+    ``T -> S``, the direct p90 is 9 % off the lognormal's own at scv 3.1, the
+    table 2 %).  Against exact PS simulation between the nodes (p50 / p90 /
+    p99 / p99.9; 4 x 1.5e6 s runs, standard errors 0.1-1.2 %, 1.2-2.2 % at
+    rho 0.935)::
+
+        scv    rho   table                          direct computation
+        0.469  0.79  +0.9% -0.2% -0.5% -0.9%        -0.3% -1.8% -0.6% +0.1%
+        1.46   0.79  +0.4% +0.6% +0.9% +1.5%        +0.1% +0.9% +0.7% +1.5%
+        4.55   0.935 -1.4% -0.9% -1.6% -1.6%        -1.4% -1.0% -1.5% -1.7%
+
+    Below scv 0.39 the hyper-Erlang fits are too uneven to interpolate
+    (measured at scv 0.15, rho 0.79: -5.6 % / -9.3 % at p99 / p99.9 from a
+    table, -2.3 % / -4.7 % directly), so those points are computed directly.
+    Speed (``benchmarks/bench_ps.py``): four quantiles at one point ~1 ms
+    from the table; directly 20-70 ms (exponential), 0.1-0.3 s (Erlang-2,
+    H2), 0.5-1.7 s (lognormal, gamma).
 
     References
     ----------
@@ -1129,8 +1153,9 @@ class _Tabled:
     queue inputs of the points left to compute directly.
     """
 
-    # Lognormal and gamma: the table reproduces the (approximate) hyper-Erlang computation.
-    # Exact phase-type laws (exponential, Erlang, hyperexponential) are computed exactly.
+    # Families whose one-core PS quantiles may come from the table when the shipped file has them
+    # (this release: lognormal); the table reproduces their (approximate) hyper-Erlang computation.
+    # Exact phase-type laws (exponential, Erlang, hyperexponential) are always computed exactly.
     FAMILIES = ("lognormal", "gamma")
 
     def __init__(self, inp, shape: tuple):

@@ -3,7 +3,7 @@
 
 Usage (from the repository root)::
 
-    python tools/build_quantile_tables.py ps lognormal gamma:13         # ~30 min of CPU per family
+    python tools/build_quantile_tables.py ps lognormal:7:18             # ~30 min of CPU per family
     python tools/build_quantile_tables.py fcfs lognormal gamma hyperexponential   # ~1 min
     python tools/build_quantile_tables.py --check ps lognormal          # error between the nodes
 
@@ -97,18 +97,18 @@ def one_scv(family: str, scv: float) -> np.ndarray:
     raise RuntimeError(f"{family} scv={scv}: t grid does not cover the levels at rho={RHO[todo]}")
 
 
-def build_family(discipline: str, family: str, layers_max: int | None = None) -> np.ndarray:
+def build_family(discipline: str, family: str, layers: range | None = None) -> np.ndarray:
     build = ROOT / "build" / f"{discipline}_tables"
     build.mkdir(parents=True, exist_ok=True)
     # BUILD_REVERSE=1 walks the scv values from the top, so a second process can share a family.
-    size = SCV[family].size if layers_max is None else min(layers_max, SCV[family].size)
-    order = range(size)[::-1] if os.environ.get("BUILD_REVERSE") else range(size)
-    layers = {}
+    layers_wanted = range(SCV[family].size) if layers is None else layers
+    order = layers_wanted[::-1] if os.environ.get("BUILD_REVERSE") else layers_wanted
+    done = {}
     for j in order:
         scv = SCV[family][j]
         path = build / f"{family}_{j:02d}.npz"
         if path.exists():
-            layers[j] = np.load(path)["table"]
+            done[j] = np.load(path)["table"]
             continue
         t0 = time.perf_counter()
         if discipline == "fcfs":
@@ -117,9 +117,9 @@ def build_family(discipline: str, family: str, layers_max: int | None = None) ->
         else:
             table, raw_t, raw_sf = one_scv(family, float(scv))
             np.savez(path, table=table, t=raw_t, sf=raw_sf)
-        layers[j] = table
+        done[j] = table
         print(f"{discipline} {family} scv={scv:.4g}: {time.perf_counter() - t0:.1f} s", flush=True)
-    return np.stack([layers[j] for j in range(size)], axis=1)  # (rho, scv, z)
+    return np.stack([done[j] for j in layers_wanted], axis=1)  # (rho, scv, z)
 
 
 def check(discipline: str, family: str, levels=(0.5, 0.9, 0.99, 0.999), step: int = 2) -> None:
@@ -127,7 +127,7 @@ def check(discipline: str, family: str, levels=(0.5, 0.9, 0.99, 0.999), step: in
     spline = table_mod._interpolators(discipline)[family][0]
     model = ps if discipline == "ps" else fcfs
     lr = np.log(RHO / (1 - RHO))
-    ls = np.log(SCV[family][:len(spline.grid[1])])
+    ls = np.asarray(spline.grid[1])
     q = np.array(levels)
     z = np.log(-np.log1p(-q))
     worst = np.zeros(q.size)
@@ -149,12 +149,15 @@ def check(discipline: str, family: str, levels=(0.5, 0.9, 0.99, 0.999), step: in
 
 
 def main(discipline: str, families: list[str]) -> None:
-    """``families``: names, each optionally ``name:N`` to tabulate only its first N scv values."""
-    layers_max = {f.split(":")[0]: int(f.split(":")[1]) if ":" in f else None for f in families}
-    tables = {f: build_family(discipline, f, n) for f, n in layers_max.items()}
+    """``families``: names, each optionally ``name:LO:HI`` to tabulate only scv values LO..HI-1."""
+    chosen = {}
+    for f in families:
+        name, *bounds = f.split(":")
+        chosen[name] = range(int(bounds[0]), int(bounds[1])) if bounds else range(SCV[name].size)
+    tables = {f: build_family(discipline, f, r) for f, r in chosen.items()}
     out = table_mod.path(discipline)
     out.parent.mkdir(parents=True, exist_ok=True)
-    np.savez_compressed(out, rho=RHO, z=Z, **{f"scv_{f}": SCV[f][:t.shape[1]] for f, t in tables.items()},
+    np.savez_compressed(out, rho=RHO, z=Z, **{f"scv_{f}": SCV[f][chosen[f].start:chosen[f].stop] for f in tables},
                         **{f"log_scaled_{f}": t.astype(np.float32) for f, t in tables.items()})
     print(f"wrote {out.relative_to(ROOT)} with {', '.join(tables)}")
 

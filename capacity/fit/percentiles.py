@@ -679,21 +679,21 @@ def from_percentiles(
     ``log scv``, the delay, searched by :func:`scipy.optimize.least_squares`
     (trust-region reflective, bounded so that the busiest observation stays
     below utilisation 0.999; scv in [0.001, 100], or [0.05, 20] for PS with
-    non-exponential service, the range of its shipped table).  On one core with
-    lognormal or gamma CPU the model's quantiles come from shipped tables
-    (:mod:`capacity._quantile_table`): for FCFS a table of the exact M/G/1
+    non-exponential service).  On one core the model's quantiles come from
+    shipped tables (:mod:`capacity._quantile_table`) where they cover the
+    point: for FCFS with lognormal or gamma CPU a table of the exact M/G/1
     quantiles (cubic interpolation, within 0.2 % of the exact value between
-    the nodes; gamma with scv ~20 at the p50: 2 %), for PS the table that
-    :func:`capacity.ps.response_quantile` itself uses.  Other cases, and
+    the nodes; gamma with scv ~20 at the p50: 2 %), for PS with lognormal CPU
+    the table that :func:`capacity.ps.response_quantile` itself uses.  Other cases, and
     points off the tables, are computed directly.  Each evaluation computes the residuals and
     their forward-difference Jacobian in ONE batched call of the queue model
     (the parameter sets are an extra array axis), from a start chosen by the
     two-moment closed form (Pollaczek-Khinchine / PS mean with a lognormal
     through the percentiles).  If that ends with more than 2 % RMS error, the
     search restarts once from the best point of a small grid around the start
-    (one batched call).  For PS with hyperexponential CPU (exact, ~0.1 s per
-    evaluation) the Jacobian is computed only at points the solver accepts,
-    and there is no restart.
+    (one batched call).  For PS with gamma or hyperexponential CPU (computed
+    point by point, 0.1-1.7 s per evaluation) the Jacobian is computed only at
+    points the solver accepts, and there is no restart.
 
     Identifiability without a sample size: ``sensitivity_`` linearises the
     model at the optimum, J the Jacobian of the log-percentiles, and reports
@@ -728,15 +728,15 @@ def from_percentiles(
     5, 5, 13, consistent range always containing 5 and excluding 1; about
     2 s for the eight fits.
 
-    Speed (``benchmarks/bench_fit.py``, measured on a shared 2-core machine at
-    load average 3-4, so roughly twice the unloaded time): four percentiles at
-    one load, FCFS lognormal (mean and scv free) about 100 ms, 5 evaluations
-    of 16 ms each (three loads jointly: about 250 ms; plus a constant delay:
-    about 160 ms); PS exponential about 60 ms.  PS with lognormal, gamma or
-    hyperexponential service is slow, because :func:`capacity.ps.response_quantile`
-    costs 0.15-2 s per (load, percentile) point for them: 10-160 s per fit.
-    A naive fit (Nelder-Mead, one scalar model call per percentile) takes
-    about 30 times longer than the batched one.
+    Speed (``benchmarks/bench_fit.py``, 2-core machine with a background
+    job): four percentiles at one load, E[S] = 50 ms -- FCFS lognormal (mean
+    and scv free) 4 ms, three loads jointly 5 ms, plus a constant delay 8 ms;
+    PS exponential 40 ms; PS lognormal 5 ms (4-5 evaluations each).  PS with
+    gamma or hyperexponential CPU is computed point by point
+    (:func:`capacity.ps.response_quantile`, 0.1-1.7 s per evaluation): seconds
+    to minutes per fit; so are FCFS fits on several cores (M/G/c, ~0.2 s).  A
+    naive fit (Nelder-Mead, one scalar call per percentile to the public
+    quantile functions) takes 10-320 times longer.
 
     References
     ----------
