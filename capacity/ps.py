@@ -1140,6 +1140,14 @@ def _direct_quantile(qb: np.ndarray, inp, shape: tuple, stable: np.ndarray) -> n
     return _solve_quantile(ev, target.ravel(), guess.ravel()).reshape(shape)
 
 
+def _tabled_scv_range(family: str) -> tuple[float, float] | None:
+    """The scv range of the shipped PS table for this family, or None."""
+    if not _tabled_family(family):
+        return None
+    _, lo, hi = _table._interpolators("ps")[family]
+    return lo, hi
+
+
 def _tabled_family(family: str) -> bool:
     """Whether one-core quantiles of this family come from the shipped table (fast)."""
     return family in _Tabled.FAMILIES and family in _table.families("ps")

@@ -262,8 +262,14 @@ class _Model:
             a, b = _SCV_BOUNDS[family]
             if discipline in ("ps", "rr") and family in _SLOW_PS:
                 # The PS transform's phase-type fit grows with 1/scv and with scv: bound the
-                # search where one evaluation stays within seconds.
+                # search where one evaluation stays within seconds -- or, for a family the
+                # shipped PS table covers, to the table's scv range (milliseconds per evaluation).
+                from ..ps import _tabled_scv_range
+
                 a, b = max(a, _SLOW_PS_SCV[0]), min(b, _SLOW_PS_SCV[1])
+                tabled = _tabled_scv_range(family)
+                if tabled is not None:
+                    a, b = max(a, tabled[0]), min(b, tabled[1])
             lo.append(math.log(a))
             hi.append(math.log(b))
         if delay == "constant" and delay_fixed is None:
@@ -679,7 +685,8 @@ def from_percentiles(
     ``log scv``, the delay, searched by :func:`scipy.optimize.least_squares`
     (trust-region reflective, bounded so that the busiest observation stays
     below utilisation 0.999; scv in [0.001, 100], or [0.05, 20] for PS with
-    non-exponential service).  On one core the model's quantiles come from
+    non-exponential service, and within the shipped table's range, 0.39-17.1,
+    for PS with lognormal service).  On one core the model's quantiles come from
     shipped tables (:mod:`capacity._quantile_table`) where they cover the
     point: for FCFS with lognormal or gamma CPU a table of the exact M/G/1
     quantiles (cubic interpolation, within 0.2 % of the exact value between
