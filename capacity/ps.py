@@ -1059,7 +1059,7 @@ def response_quantile(q: ArrayLike, arrival_rate: ArrayLike, service: Service | 
 
     **Lognormal service on one core comes from a shipped table** of that
     computation (:mod:`capacity._quantile_table`: 32 utilisations from 0.001
-    to 0.999 x scv values from 0.39 to 17.1 (evenly spaced in log scv, 10
+    to 0.999 x scv values from 0.39 to 25 (evenly spaced in log scv, 11
     nodes) x 40 levels from q = 0.001 to 1 - 1e-6, read by a cubic spline;
     :func:`response_sf` solves the same spline for the level), because the
     direct computation costs ~0.5-1.7 s for four quantiles at one point.

@@ -685,7 +685,7 @@ def from_percentiles(
     ``log scv``, the delay, searched by :func:`scipy.optimize.least_squares`
     (trust-region reflective, bounded so that the busiest observation stays
     below utilisation 0.999; scv in [0.001, 100], or [0.05, 20] for PS with
-    non-exponential service, and within the shipped table's range, 0.39-17.1,
+    non-exponential service, and within the shipped table's range, 0.39-20,
     for PS with lognormal service).  On one core the model's quantiles come from
     shipped tables (:mod:`capacity._quantile_table`) where they cover the
     point: for FCFS with lognormal or gamma CPU a table of the exact M/G/1
