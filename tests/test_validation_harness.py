@@ -122,3 +122,28 @@ def test_sliced_handlers_use_rr_with_their_k():
     for k in ("mean", "p99"):
         assert math.isclose(rr1[k][0], fcfs[k][0], rel_tol=1e-9)
         assert fcfs[k][0] < rr5[k][0] < ps[k][0]
+
+
+def test_p99_crossing_utilisation():
+    """No Node needed.  Points whose measured p99 IS the model (M/D/1, 11 ms, base 0.5 ms) at
+    utilisations 0.3, 0.5, 0.7, 0.8: the crossing found by interpolating between the points
+    matches the model's own crossing within 3 % (interpolation between sparse points); points
+    whose server was 10 % slower than calibrated cross ~10 % earlier, and the error says so."""
+    import numpy as np
+    import pandas as pd
+
+    harness = _import_harness()
+    s, base = 0.011, 0.5
+    u = np.array([0.3, 0.5, 0.7, 0.8])
+
+    def table(slow: float) -> pd.DataFrame:
+        p99 = harness.model_stats("fcfs", u / (s * slow), s * slow, base)["p99"]
+        return pd.DataFrame({"handler": "cpu", "kind": "point", "status": "ok", "measured_util": u,
+                             "meas_p99": p99, "service_ms": 1e3 * s, "base_ms": base,
+                             "model": "fcfs", "slices": 1})
+
+    exact = harness.p99_crossing(table(1.0))[0]
+    assert abs(exact["error"]) < 0.03
+    assert exact["util_measured"] > 0.3 and exact["util_measured"] < 0.8
+    slow = harness.p99_crossing(table(1.1))[0]
+    assert 0.05 < slow["error"] < 0.15

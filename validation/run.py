@@ -455,6 +455,11 @@ def sweep(args) -> dict:
     meta["loadavg_end"] = list(os.getloadavg())
     table = pd.DataFrame(rows)
     table.to_csv(out / "points.csv", index=False)
+    crossings = p99_crossing(table)
+    for c in crossings:
+        log(f"{c['handler']}: p99 crosses {c['threshold_ms']:.1f} ms at utilisation {c['util_measured']:.3f} "
+            f"measured, {c['util_predicted']:.3f} predicted ({100 * c['error']:+.1f}%)")
+    meta["p99_crossing"] = crossings
     (out / "points.json").write_text(json.dumps({"meta": meta, "points": _jsonable(rows)}, indent=1))
     if args.plot:
         try:
@@ -463,6 +468,39 @@ def sweep(args) -> dict:
             log("matplotlib missing: no plot")
     log(f"wrote {out / 'points.csv'} ({len(rows)} runs, {meta['elapsed_s']:.1f} s)")
     return {"meta": meta, "points": rows}
+
+
+def p99_crossing(table: pd.DataFrame, grid: int = 400) -> list[dict]:
+    """Per handler: the utilisation at which p99 crosses a threshold, measured vs predicted.
+
+    The threshold is the geometric mean of the smallest and largest measured p99 of the
+    handler's ok points, so it lies inside the measured range.  Measured crossing: linear
+    interpolation of log p99 against the measured utilisation between the two points around
+    it.  Predicted crossing: the handler's primary model (fitted at the calibration point only)
+    on a fine utilisation grid, the same interpolation.  Error = predicted / measured - 1.
+    """
+    out = []
+    if table.empty or "kind" not in table:
+        return out
+    pts = table[(table.kind == "point") & (table.status == "ok")]
+    for name, g in pts.groupby("handler", sort=False):
+        g = g.sort_values("measured_util")
+        if len(g) < 2 or not np.all(np.diff(np.log(g.meas_p99.to_numpy())) > 0):
+            continue
+        lo, hi = float(g.meas_p99.min()), float(g.meas_p99.max())
+        thr = math.sqrt(lo * hi)
+        u_meas = float(np.interp(math.log(thr), np.log(g.meas_p99.to_numpy()), g.measured_util.to_numpy()))
+        first = g.iloc[0]
+        service_s, base_ms = first.service_ms / 1e3, first.base_ms
+        u = np.linspace(0.01, min(0.995, g.measured_util.max() * 1.15), grid)
+        pred = model_stats(first.model, u / service_s, service_s, base_ms, int(first.slices))["p99"]
+        ok = np.isfinite(pred)
+        if not np.any(pred[ok] >= thr):
+            continue
+        u_pred = float(np.interp(math.log(thr), np.log(np.maximum.accumulate(pred[ok])), u[ok]))
+        out.append({"handler": name, "threshold_ms": thr, "util_measured": u_meas, "util_predicted": u_pred,
+                    "error": u_pred / u_meas - 1})
+    return out
 
 
 def describe(r: dict) -> str:
