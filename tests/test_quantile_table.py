@@ -165,19 +165,3 @@ def test_points_outside_the_table_are_computed_directly(direct):
     for lam, svc, q in cases:
         assert ps.response_quantile(q, lam, svc) == pytest.approx(
             float(direct(ps.response_quantile, q, lam, svc)), rel=1e-12)
-
-
-@needs_ps
-def test_a_fast_batch():
-    """The reason for the table: a 200-point sweep of four quantiles in well under a second."""
-    import time
-
-    svc = Service.lognormal(0.025, 2.0)
-    lam = np.linspace(0.5, 39.5, 200)
-    q = np.array([0.5, 0.9, 0.99, 0.999])[:, None]
-    ps.response_quantile(q, lam[:3], svc)
-    t0 = time.perf_counter()
-    x = ps.response_quantile(q, lam, svc)
-    elapsed = time.perf_counter() - t0
-    assert np.isfinite(x).all()
-    assert elapsed < 1.0, f"200 x 4 tabled PS quantiles took {elapsed:.2f} s"
