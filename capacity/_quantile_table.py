@@ -34,7 +34,9 @@ measured by ``python tools/build_quantile_tables.py --check`` and quoted where e
 used.
 
 Outside the grid (several cores, ``rho > 0.999``, scv or q beyond the ranges) the callers
-compute the point directly; :func:`covered` says which points a table answers.
+compute the point directly; :class:`Coverage` says which points of a batch a table answers.
+A family is answered from a table exactly when the shipped file holds it, so the PS file holds
+only laws without an exact phase-type computation (this release: lognormal).
 """
 from __future__ import annotations
 
@@ -98,12 +100,6 @@ def covered(discipline: str, family: str, rho: np.ndarray, scv: np.ndarray) -> n
     _, lo, hi = _interpolators(discipline)[family]
     return ((rho >= 0) & (rho <= RHO[-1] * (1 + _SLACK))
             & (scv >= lo * (1 - _SLACK)) & (scv <= hi * (1 + _SLACK)))
-
-
-def _unit_service(family: str, scv: np.ndarray):
-    from .distributions import Service
-
-    return getattr(Service, family)(1.0, scv)
 
 
 def _log_t(discipline: str, family: str, z: np.ndarray, rho: np.ndarray, scv: np.ndarray) -> np.ndarray:
@@ -174,6 +170,43 @@ def sf(discipline: str, family: str, t: np.ndarray, rho: np.ndarray, scv: np.nda
     return out
 
 
+def scv_range(discipline: str, family: str) -> tuple[float, float] | None:
+    """The scv range a shipped table covers for this family, or None (no table)."""
+    if family not in families(discipline):
+        return None
+    _, lo, hi = _interpolators(discipline)[family]
+    return lo, hi
+
+
+class Coverage:
+    """Which points of a broadcast batch of queue inputs a table answers.
+
+    ``mask`` is None when none can be (a family without a table); otherwise flat arrays over
+    the batch: ``mask`` (stable, one core, inside the table), ``stable``, ``rho``, ``scv``,
+    ``mean``; :meth:`subset` gives the queue inputs of chosen points, to compute directly.
+    """
+
+    def __init__(self, discipline: str, inp, shape: tuple):
+        self.mask = None
+        svc = inp.service
+        if svc.family not in families(discipline):
+            return
+        self.family, self.size = svc.family, int(np.prod(shape))
+        flat = lambda v: np.broadcast_to(np.asarray(v, dtype=float), shape).ravel()  # noqa: E731
+        self.stable = np.broadcast_to(inp.stable, shape).ravel()
+        self.rho, self.lam = flat(inp.utilization), flat(inp.arrival_rate)
+        self.scv, self.mean = flat(svc._params["scv"]), flat(svc._params["mean"])
+        self.servers = np.broadcast_to(inp.servers, shape).ravel()
+        self.mask = self.stable & (self.servers == 1) & covered(discipline, self.family, self.rho, self.scv)
+
+    def subset(self, rows: np.ndarray):
+        from ._common import prepare
+        from .distributions import Service
+
+        svc = getattr(Service, self.family)(self.mean[rows], self.scv[rows])
+        return prepare(self.lam[rows], svc, self.servers[rows])
+
+
 def tabled_quantile(discipline: str, q, arrival_rate, service, servers=1) -> np.ndarray | None:
     """Response-time quantiles (seconds) from the table, broadcast; NaN where a point is not
     covered (the caller computes those directly), ``inf`` where unstable.  None when the
@@ -181,16 +214,14 @@ def tabled_quantile(discipline: str, q, arrival_rate, service, servers=1) -> np.
     from ._common import prepare
 
     inp = prepare(arrival_rate, service, servers)
-    fam = inp.service.family
-    if fam not in families(discipline):
-        return None
     qq = np.asarray(q, dtype=float)
     shape = np.broadcast_shapes(qq.shape, inp.shape)
-    flat = lambda v: np.broadcast_to(np.asarray(v, dtype=float), shape).ravel()  # noqa: E731
-    rho, scv, mean = flat(inp.utilization), flat(inp.service._params["scv"]), flat(inp.service._params["mean"])
-    stable = rho < 1
-    ok = stable & (flat(inp.servers) == 1) & covered(discipline, fam, rho, scv)
-    out = np.where(stable, np.nan, np.inf)
-    if ok.any():
-        out[ok] = mean[ok] * quantile(discipline, fam, flat(qq)[ok], rho[ok], scv[ok])
+    cov = Coverage(discipline, inp, shape)
+    if cov.mask is None:
+        return None
+    m = cov.mask
+    out = np.where(cov.stable, np.nan, np.inf)
+    if m.any():
+        qf = np.broadcast_to(qq, shape).ravel()
+        out[m] = cov.mean[m] * quantile(discipline, cov.family, qf[m], cov.rho[m], cov.scv[m])
     return out.reshape(shape)

@@ -983,7 +983,7 @@ def response_sf(t: ArrayLike, arrival_rate: ArrayLike, service: Service | ArrayL
     q = prepare(arrival_rate, service, servers)
     shape = np.broadcast_shapes(t_arr.shape, q.shape)
     tb = np.broadcast_to(t_arr, shape)
-    table = _Tabled(q, shape)
+    table = _table.Coverage("ps", q, shape)
     if table.mask is None:
         out = _SfEvaluator(q, shape)(tb)
     else:
@@ -1104,7 +1104,7 @@ def response_quantile(q: ArrayLike, arrival_rate: ArrayLike, service: Service | 
     if not stable.any():
         return _out(np.full(shape, np.inf))
     qb = np.broadcast_to(qq, shape)
-    table = _Tabled(inp, shape)
+    table = _table.Coverage("ps", inp, shape)
     if table.mask is None:
         res = _direct_quantile(qb, inp, shape, stable)
     else:
@@ -1138,52 +1138,3 @@ def _direct_quantile(qb: np.ndarray, inp, shape: tuple, stable: np.ndarray) -> n
     except (NotImplementedError, ValueError, TypeError):
         pass
     return _solve_quantile(ev, target.ravel(), guess.ravel()).reshape(shape)
-
-
-def _tabled_scv_range(family: str) -> tuple[float, float] | None:
-    """The scv range of the shipped PS table for this family, or None."""
-    if not _tabled_family(family):
-        return None
-    _, lo, hi = _table._interpolators("ps")[family]
-    return lo, hi
-
-
-def _tabled_family(family: str) -> bool:
-    """Whether one-core quantiles of this family come from the shipped table (fast)."""
-    return family in _Tabled.FAMILIES and family in _table.families("ps")
-
-
-class _Tabled:
-    """Which points of a broadcast batch the shipped PS table answers (:mod:`capacity._quantile_table`).
-
-    ``mask`` is None when none can be (another family, or no table); otherwise flat arrays
-    ``mask``, ``stable``, ``rho``, ``scv``, ``mean`` over the batch, and :meth:`subset` gives the
-    queue inputs of the points left to compute directly.
-    """
-
-    # Families whose one-core PS quantiles may come from the table when the shipped file has them
-    # (this release: lognormal); the table reproduces their (approximate) hyper-Erlang computation.
-    # Exact phase-type laws (exponential, Erlang, hyperexponential) are always computed exactly.
-    FAMILIES = ("lognormal", "gamma")
-
-    def __init__(self, inp, shape: tuple):
-        self.mask = None
-        svc = inp.service
-        if svc.family not in self.FAMILIES or svc.family not in _table.families("ps"):
-            return
-        self.inp, self.shape = inp, shape
-        self.family = svc.family
-        self.size = int(np.prod(shape))
-        flat = lambda v: np.broadcast_to(np.asarray(v, dtype=float), shape).ravel()  # noqa: E731
-        self.stable = np.broadcast_to(inp.stable, shape).ravel()
-        self.rho = flat(inp.utilization)
-        self.scv = flat(svc._params["scv"])
-        self.mean = flat(svc._params["mean"])
-        self.lam = flat(inp.arrival_rate)
-        self.servers = np.broadcast_to(inp.servers, shape).ravel()
-        self.mask = (self.stable & (self.servers == 1)
-                     & _table.covered("ps", self.family, self.rho, self.scv))
-
-    def subset(self, rows: np.ndarray):
-        svc = getattr(Service, self.family)(self.mean[rows], self.scv[rows])
-        return prepare(self.lam[rows], svc, self.servers[rows])

@@ -264,10 +264,10 @@ class _Model:
                 # The PS transform's phase-type fit grows with 1/scv and with scv: bound the
                 # search where one evaluation stays within seconds -- or, for a family the
                 # shipped PS table covers, to the table's scv range (milliseconds per evaluation).
-                from ..ps import _tabled_scv_range
+                from .._quantile_table import scv_range
 
                 a, b = max(a, _SLOW_PS_SCV[0]), min(b, _SLOW_PS_SCV[1])
-                tabled = _tabled_scv_range(family)
+                tabled = scv_range("ps", family)
                 if tabled is not None:
                     a, b = max(a, tabled[0]), min(b, tabled[1])
             lo.append(math.log(a))
@@ -287,10 +287,10 @@ class _Model:
     def slow(self) -> bool:
         # rr evaluates one PS quantile per point (except slices=1, which is FCFS).
         # Lognormal and gamma come from the shipped PS table (capacity._quantile_table) when it covers them.
-        from ..ps import _tabled_family
+        from .._quantile_table import families
 
         return (self.discipline == "ps" or (self.discipline == "rr" and self.slices > 1)) \
-            and self.family in _SLOW_PS and not _tabled_family(self.family)
+            and self.family in _SLOW_PS and self.family not in families("ps")
 
     def unpack(self, theta: np.ndarray) -> dict:
         """Natural parameters from a (K, p) batch; each value has shape (K,)."""
