@@ -25,7 +25,10 @@ Disciplines (inside one worker process)
     Event-loop round robin: each request is ``slices`` equal slices of CPU
     through one FIFO run queue, with an optional non-CPU ``slice_delay``
     between slices -- how a Node.js process really schedules handlers that
-    ``await``.  ``slices=1`` is FCFS.
+    ``await``.  ``slices=1`` is FCFS.  ``admission`` says when a new request
+    enters the run queue: on arrival (``"fifo"``), or only when the run
+    queue is empty (``"idle"``: requests already in flight go first, as in
+    Node.js 20 when handlers yield with ``setTimeout``; see :func:`simulate`).
 
 Topology, timeouts, retries
 ---------------------------
@@ -91,7 +94,7 @@ from ._validation import as_float_array, check_nonnegative, check_positive, chec
 from .distributions import Service, as_service
 
 __all__ = ["ConfidenceInterval", "SimulationResult", "simulate",
-           "OUTCOMES", "DISPATCH", "ON_TIMEOUT", "QUEUES"]
+           "OUTCOMES", "DISPATCH", "ON_TIMEOUT", "QUEUES", "ADMISSIONS"]
 
 #: The outcomes of a request, in the order of the ``outcome`` categorical.
 OUTCOMES = ("ok", "timed_out", "dropped", "in_flight")
@@ -101,6 +104,8 @@ DISPATCH = ("round_robin", "random", "least_connections")
 ON_TIMEOUT = ("continue", "drop", "deadline")
 #: Queue orders of a FCFS process.
 QUEUES = ("fifo", "adaptive_lifo")
+#: When a new request enters an event loop's run queue (``discipline="rr"``).
+ADMISSIONS = ("fifo", "idle")
 
 # ---------------------------------------------------------------------------- engines
 class _Trace(NamedTuple):
@@ -285,7 +290,8 @@ def _constant_delay(delay: float) -> Callable[[], float]:
 
 
 def _rr(arrivals: np.ndarray, sizes: np.ndarray, servers: int, slices: int = 1,
-        delay: float = 0.0, draw: Callable[[], float] | None = None) -> tuple[_Trace, _Busy]:
+        delay: float = 0.0, draw: Callable[[], float] | None = None,
+        admission: str = "fifo") -> tuple[_Trace, _Busy]:
     """Event-loop round robin: ``slices`` equal slices per request, FIFO run queue.
 
     A request of size ``x`` is ``slices`` slices of ``x / slices`` seconds of
@@ -297,10 +303,16 @@ def _rr(arrivals: np.ndarray, sizes: np.ndarray, servers: int, slices: int = 1,
     free core picks only after all of them -- with ``delay = 0`` a request
     whose slice ends when another request arrives is queued ahead of it.
     ``start`` is the start of the first slice.
+
+    ``admission="idle"``: an arriving request waits in an accept queue
+    instead; a free core that finds the run queue empty (and no slice end or
+    wake-up due at that instant) moves every waiting request, in arrival
+    order, to the run queue -- the poll phase of an event loop reading every
+    socket that is ready.
     """
-    if servers == 1 and delay == 0.0 and draw is None:
+    if servers == 1 and delay == 0.0 and draw is None and admission == "fifo":
         return _rr_one(arrivals, sizes, slices)
-    return _rr_many(arrivals, sizes, servers, slices, delay, draw)
+    return _rr_many(arrivals, sizes, servers, slices, delay, draw, admission == "idle")
 
 
 def _rr_one(arrivals: np.ndarray, sizes: np.ndarray, k: int) -> tuple[_Trace, _Busy]:
@@ -359,7 +371,7 @@ def _rr_one(arrivals: np.ndarray, sizes: np.ndarray, k: int) -> tuple[_Trace, _B
 
 
 def _rr_many(arrivals: np.ndarray, sizes: np.ndarray, c: int, k: int, delay: float = 0.0,
-             draw: Callable[[], float] | None = None) -> tuple[_Trace, _Busy]:
+             draw: Callable[[], float] | None = None, gated: bool = False) -> tuple[_Trace, _Busy]:
     n = arrivals.size
     arr = arrivals.tolist()
     quantum = (sizes / k).tolist() if k > 1 else sizes.tolist()
@@ -368,6 +380,7 @@ def _rr_many(arrivals: np.ndarray, sizes: np.ndarray, c: int, k: int, delay: flo
     left = [k] * n
     runq: deque[int] = deque()
     popleft, append = runq.popleft, runq.append
+    accept: deque[int] = deque()  # admission="idle": arrived, not yet in the run queue
     push, pop = heapq.heappush, heapq.heappop
     cores: list[tuple[float, int, int]] = []  # (slice end, sequence, request)
     sleep: list[tuple[float, int, int]] = []  # (wake-up, sequence, request)
@@ -400,10 +413,17 @@ def _rr_many(arrivals: np.ndarray, sizes: np.ndarray, c: int, k: int, delay: flo
             append(i)
         else:
             t = ta
-            append(j)
+            (accept if gated else runq).append(j)
             j += 1
             ta = arr[j] if j < n else _INF
-        while runq and len(cores) < c:
+        while len(cores) < c:
+            if not runq:
+                # Admit only when nothing else is due now: a slice end or a
+                # wake-up at this same instant goes first (in flight first).
+                if not accept or (cores and cores[0][0] <= t) or (sleep and sleep[0][0] <= t):
+                    break
+                runq.extend(accept)
+                accept.clear()
             i = popleft()
             if start[i] != start[i]:
                 start[i] = t
@@ -986,18 +1006,21 @@ class _RRProcess:
     """One event-loop (round-robin) worker process with ``c`` cores (event object).
 
     The rules of :func:`_rr` (equal slices, FIFO run queue, a delay between
-    slices) plus client deadlines.  With ``abandon`` (``on_timeout`` "drop"
-    or "deadline") the request leaves at its deadline wherever it is: queued
-    or sleeping (lazy deletion), or on a core (the slice is cut short and
-    the core picks the next request at once).
+    slices, the admission rule) plus client deadlines.  With ``abandon``
+    (``on_timeout`` "drop" or "deadline") the request leaves at its deadline
+    wherever it is: waiting for admission, queued or sleeping (lazy
+    deletion), or on a core (the slice is cut short and the core picks the
+    next request at once).
     """
 
     __slots__ = ("g", "c", "book", "k", "delay", "draw", "abandon", "watch", "cores", "runq", "sleep",
-                 "dl", "left", "began", "seq", "on", "off")
+                 "dl", "left", "began", "seq", "on", "off", "gated", "accept")
 
     def __init__(self, g: int, c: int, book: _Book, slices: int, delay: float,
-                 draw: Callable[[], float] | None, abandon: bool, watch: bool):
+                 draw: Callable[[], float] | None, abandon: bool, watch: bool, admission: str = "fifo"):
         self.g, self.c, self.book, self.k = g, c, book, slices
+        self.gated = admission == "idle"
+        self.accept: deque[int] = deque()  # admission="idle": arrived, not yet in the run queue
         self.delay, self.draw = delay, draw
         self.abandon, self.watch = abandon, watch or abandon
         self.cores: list[tuple[float, int, int]] = []  # (slice end, sequence, request)
@@ -1016,7 +1039,17 @@ class _RRProcess:
         runq, cores, c = self.runq, self.cores, self.c
         book = self.book
         state = book.state
-        while runq and len(cores) < c:
+        while len(cores) < c:
+            if not runq:
+                # As in _rr_many: admit only when no slice end or wake-up is due
+                # now (a dropped sleeper at the head of the heap does not count).
+                sleep = self.sleep
+                while sleep and state[sleep[0][2]] == _DROPPED:
+                    heapq.heappop(sleep)
+                if not self.accept or (cores and cores[0][0] <= t) or (sleep and sleep[0][0] <= t):
+                    break
+                runq.extend(self.accept)
+                self.accept.clear()
             i = runq.popleft()
             if state[i] == _DROPPED:
                 continue
@@ -1108,7 +1141,7 @@ class _RRProcess:
         self.left[i] = self.k
         if self.watch:
             heapq.heappush(self.dl, (book.deadline[i], i))
-        self.runq.append(i)
+        (self.accept if self.gated else self.runq).append(i)
         self._fill(a, len(self.cores))
         return self.next_time()
 
@@ -1145,6 +1178,7 @@ class _Options:
     slices: int = 1  # round robin: slices per request
     slice_delay: float = 0.0  # round robin: constant delay between slices (s)
     delay_service: Service | None = None  # round robin: delay distribution (overrides slice_delay)
+    admission: str = "fifo"  # round robin: when a new request enters the run queue
 
     @property
     def n_proc(self) -> int:
@@ -1204,8 +1238,8 @@ def _make_processes(book: _Book, opts: _Options, rng: np.random.Generator | None
     if opts.discipline == "rr":
         abandon = has_timeout and opts.on_timeout != "continue"
         draw = _delay_draw(opts, rng)
-        return [_RRProcess(g, opts.servers, book, opts.slices, opts.slice_delay, draw, abandon, watch)
-                for g in range(opts.n_proc)]
+        return [_RRProcess(g, opts.servers, book, opts.slices, opts.slice_delay, draw, abandon, watch,
+                           opts.admission) for g in range(opts.n_proc)]
     mode = opts.on_timeout if has_timeout else "continue"
     bound = None
     if opts.queue == "adaptive_lifo":
@@ -1221,7 +1255,7 @@ def _run_static(arrivals: np.ndarray, sizes: np.ndarray, assign: np.ndarray, opt
         draw = _delay_draw(opts, rng)
 
         def engine(a: np.ndarray, s: np.ndarray, c: int, g: int = 0) -> _Trace:
-            trace, record = _rr(a, s, c, opts.slices, opts.slice_delay, draw)
+            trace, record = _rr(a, s, c, opts.slices, opts.slice_delay, draw, opts.admission)
             if busy is not None:
                 busy.append((g, record))
             return trace
@@ -1672,6 +1706,8 @@ class SimulationResult:
         Round robin: the busy-core record ``(times, steps, process)`` (+1
         when a core starts working, -1 when it goes idle, NaN time: still
         busy at the end) behind :meth:`utilization` and ``cpu_busy``.
+    admission : str
+        Round robin: ``"fifo"`` or ``"idle"`` (see :func:`simulate`).
     """
 
     requests: pd.DataFrame
@@ -1687,6 +1723,7 @@ class SimulationResult:
     slices: int = 1
     slice_delay: Any = 0.0
     core_busy: Any = None
+    admission: str = "fifo"
 
     # ------------------------------------------------------------------ helpers
     @property
@@ -2046,7 +2083,7 @@ def _run(arrivals: np.ndarray, sizes: np.ndarray, discipline: str, servers: int,
     return SimulationResult(requests, opts.discipline, opts.servers, float(duration), opts.processes,
                             opts.machines, timeout, float(end), stopped, origin, opts.slices,
                             opts.slice_delay if opts.delay_service is None else opts.delay_service,
-                            core_busy)
+                            core_busy, opts.admission)
 
 
 def _busy_arrays(records: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -2084,7 +2121,8 @@ def simulate(arrivals: Any, service: Service | float, discipline: str = "fcfs", 
              retries: int = 0, retry_backoff: float = 1.0, duration: float | None = None,
              seed: Any = None, progress: Callable[[float, float], Any] | None = None, *,
              queue_delay_bound: float | None = None, retry_backoff_factor: float = 1.0,
-             drain: bool = True, slices: int = 1, slice_delay: float | Service = 0.0) -> SimulationResult:
+             drain: bool = True, slices: int = 1, slice_delay: float | Service = 0.0,
+             admission: str = "fifo") -> SimulationResult:
     """Simulate a service exactly, request by request, in or out of overload.
 
     Parameters
@@ -2223,6 +2261,22 @@ def simulate(arrivals: Any, service: Service | float, discipline: str = "fcfs", 
         constant, or a :class:`~capacity.Service` drawn afresh for every gap.
         During the delay the request holds no core and is not in the run
         queue; other requests run.  Default 0.
+    admission : {"fifo", "idle"}
+        Keyword only, ``discipline="rr"``.  When an arriving request enters
+        the run queue.  ``"fifo"`` (default): at once, behind everything
+        queued -- a loop that reads its sockets between every two slices
+        (Node.js handlers yielding with ``setImmediate``).  ``"idle"``: only
+        when a free core finds the run queue empty; then every request
+        waiting is admitted in arrival order.  Requests already in flight
+        therefore go first, and a new request waits until the loop would
+        otherwise idle -- while a request sleeps through its
+        ``slice_delay`` and nothing else is runnable, or when the process
+        empties.  Measured on Node.js 20 (libuv 1.46) with handlers that
+        ``await`` a ``setTimeout(0)``: once two requests are in flight, each
+        one's timer expires while the other's slice runs, and libuv re-runs
+        the overdue timer handle without polling the sockets, so new
+        connections are not read until the in-flight set drains to one
+        (``validation/README.md``).  ``slices=1``: both rules are FCFS.
 
     Returns
     -------
@@ -2343,6 +2397,10 @@ def simulate(arrivals: Any, service: Service | float, discipline: str = "fcfs", 
     """
     discipline = _choice(discipline, "discipline", ("fcfs", "ps", "rr"))
     slices = _count(slices, "slices", 1)
+    admission = _choice(admission, "admission", ADMISSIONS)
+    if discipline != "rr" and admission != "fifo":
+        raise ValueError(f"admission applies to discipline='rr' only, got discipline={discipline!r} with "
+                         f"admission={admission!r}")
     delay_service = None
     if isinstance(slice_delay, Service):
         if slice_delay.shape != ():
@@ -2410,5 +2468,5 @@ def simulate(arrivals: Any, service: Service | float, discipline: str = "fcfs", 
                        dispatch=dispatch, timeout=timeout, on_timeout=on_timeout, queue=queue,
                        queue_delay_bound=queue_delay_bound, retries=retries, retry_backoff=retry_backoff,
                        retry_backoff_factor=retry_backoff_factor, drain=bool(drain), progress=progress,
-                       slices=slices, slice_delay=slice_delay, delay_service=delay_service)
+                       slices=slices, slice_delay=slice_delay, delay_service=delay_service, admission=admission)
     return _run(times, sizes, discipline, int(c_arr), horizon, options, rng, origin)
