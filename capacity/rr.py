@@ -1,4 +1,4 @@
-"""Event-loop round robin: each request's CPU in ``slices`` equal slices through a FIFO run queue.
+"""Event-loop round robin: each request's CPU in ``slices`` equal slices through a run queue.
 
 How a Node.js process schedules a handler that ``await``\\ s: the CPU work
 between two awaits (a *slice*) runs to completion, then the request goes to
@@ -100,6 +100,73 @@ queueing; the model ignores that relief, so it over-predicts.  Measured
 zero-delay timers (d ~ 1 ms against slices of several ms) this is a few
 percent; with long I/O waits between slices use the simulator.
 
+Admission: when a new request joins the run queue
+-------------------------------------------------
+Everything above is ``admission="fifo"``: an arriving request goes to the back
+of the run queue at once, as in a loop that reads its sockets between every
+two slices -- Node.js handlers that yield with ``setImmediate``, which the
+FIFO model predicts within 5 % in the mean on a real server
+(``validation/README.md``).  ``admission="idle"`` admits a new request only
+when no request in flight is runnable.  That is how Node.js 20 (libuv 1.46)
+runs handlers that ``await`` a ``setTimeout``: while two requests are in
+flight each one's 1 ms timer expires during the other's slice, and libuv
+re-runs the overdue timer without polling the sockets, so new connections
+wait until the in-flight set drains to one (measured with a per-slice trace
+of the validation server).  In-flight-first keeps requests closer to FCFS
+order than a FIFO run queue, and other requests' work fills a request's
+timer waits.  The exact model is :func:`capacity.sim.simulate` with
+``admission="idle"``.  The approximation starts from the idle-admission
+queue without gaps, an interpolation ``T0`` between FCFS and the zero-delay
+FIFO value ``T_R0`` of the formula above, and adds the ``G = (k - 1) d`` of
+gaps less the part of them that overlaps the request's wait for the CPU::
+
+    T0      = T_FCFS + w (T_R0 - T_FCFS),          w   = a1 + a2 rho + a3 h
+    T_idle  = T0 + G - min(phi, 1) G W / (G + W),  phi = c1 + c2 rho + c3 h
+    W       = max(T0 - B, 0),   h = x / (1 + x),   x = d / (E[S] / k)
+
+with ``B`` the statistic at zero load (``E[S]``, or the service time's
+quantile) and ``x`` the gap over the mean slice.  ``G W / (G + W)`` is a
+smooth minimum of the gaps and the wait, so the overlap can never exceed
+either, and ``phi <= 1`` keeps ``T_idle >= B + G``, its exact zero-load
+value.  Fitted by weighted least squares (weights: 1 % of the value and the
+simulation's 99 % half-width) to 270 exact simulations by
+``tools/calibrate_rr.py`` (one core, rho 0.3-0.9, k 2/5/10, scv 0/1/2, x
+0-5; 1.5e5 requests per point up to rho 0.5, up to 9.4e5 at rho 0.9):
+
+========  =======  =======  =======  =======  =======  =======
+stat      a1       a2       a3       c1       c2       c3
+========  =======  =======  =======  =======  =======  =======
+mean      0.4395   0.1521   0.1173   -0.2454  0.8244   0.1059
+p90       0.6285   -0.0563  0.2036   1.2468   0.0838   -0.6278
+p99       0.6016   0.0917   -0.0582  0.5027   -0.9583  0.8440
+p99.9     0.6498   0.1537   -0.2124  0.1006   -1.7445  1.3889
+========  =======  =======  =======  =======  =======  =======
+
+(interpolated in ``log10(1 - q)`` between p90 and p99.9, held outside, as
+for FIFO).  Measured error (model / simulation - 1, percent; the largest in
+size over the 18 (scv, x) points of each (rho, k))::
+
+    rho   k    mean    p90    p99   p99.9       rho   k    mean    p90    p99   p99.9
+    0.3    2    -3.4   -9.1   -6.2    -6.1          0.8    2    -5.2   -4.4   -5.0    -7.9
+    0.3    5    +6.0   -9.6   -4.8    -4.7          0.8    5    -5.8   -7.6   -6.3    -8.0
+    0.3   10    +7.3   +9.6   +7.3    -6.4          0.8   10    -5.7   -5.6   -7.6   -10.2
+    0.5    2    -4.5   -7.2   -7.7   -10.5          0.9    2    -4.4   -6.4   -7.2   -11.8
+    0.5    5    +6.5   -7.0   -7.4   -11.4          0.9    5    +2.3   +6.0   -6.1    -9.3
+    0.5   10    +8.4   +9.3   -6.0    -8.0          0.9   10    +4.5   +8.3   +5.7   +10.4
+    0.7    2    -5.6   -5.8   -6.6    -6.4
+    0.7    5    -5.8   -6.2   -8.1    -9.5
+    0.7   10    +6.2   -4.6   -6.6    -9.6
+
+Over the grid: mean within 8.4 %, p90 9.6 %, p99 8.1 %, p99.9 11.8 % (rms
+3.0, 3.5, 2.9, 4.5 %); the simulations' own 99 % half-widths reach 5 % for
+the mean and 11-12 % for p99 and p99.9 at rho 0.9.  The median is not
+modelled (p90 parameters are used below p90).  Outside the grid the formula
+keeps its limits (exact at zero load and for ``slices=1``) and stays
+increasing in load (checked for k up to 10 and x up to 20); for gaps much
+longer than the slices (x >> 5, long I/O waits) prefer the simulator.
+Several cores: the same formula with the M/G/c values (not calibrated for
+c > 1).
+
 References
 ----------
 L. Kleinrock, *Queueing Systems, Volume 2: Computer Applications*, Wiley
@@ -123,7 +190,8 @@ from ._common import prepare
 from ._validation import as_float_array, check_nonnegative, check_quantile
 from .distributions import Service
 
-__all__ = ["conditional_mean_response", "mean_number", "mean_response", "response_quantile", "response_sf"]
+__all__ = ["ADMISSIONS", "conditional_mean_response", "mean_number", "mean_response", "response_quantile",
+           "response_sf"]
 
 ArrayLike = Any
 
@@ -139,9 +207,44 @@ _SF_LEVELS = np.array([0.9, 0.7, 0.5, 0.3, 0.2, 0.1, 0.05, 0.02, 1e-2, 5e-3, 2e-
 _SF_GRID = 1.0 - _SF_LEVELS
 
 
+# admission="idle": (a1, a2, a3, c1, c2, c3) of the module docstring, for the mean and at
+# p90 / p99 / p99.9 (interpolated in log10(1 - q) like _Q_PARAMS).
+_IDLE_MEAN = (0.4395, 0.1521, 0.1173, -0.2454, 0.8244, 0.1059)
+_IDLE_Q = np.array([[0.6285, -0.0563, 0.2036, 1.2468, 0.0838, -0.6278],
+                    [0.6016, 0.0917, -0.0582, 0.5027, -0.9583, 0.8440],
+                    [0.6498, 0.1537, -0.2124, 0.1006, -1.7445, 1.3889]])
+#: When a new request joins the run queue (see "Admission" in the module docstring).
+ADMISSIONS = ("fifo", "idle")
+
+
 def _out(arr):
     arr = np.asarray(arr)
     return arr.item() if arr.ndim == 0 else arr
+
+
+def _check_admission(admission: Any) -> str:
+    if not isinstance(admission, str) or admission not in ADMISSIONS:
+        raise ValueError(f"admission must be one of {list(ADMISSIONS)}, got {admission!r}")
+    return admission
+
+
+def _idle(t_f: np.ndarray, t_r0: np.ndarray, base: np.ndarray, rho: np.ndarray, k: np.ndarray,
+          d: np.ndarray, es: np.ndarray, params) -> np.ndarray:
+    """The admission="idle" value of a statistic from its FCFS and zero-delay round-robin
+    values and its zero-load value ``base`` (see the module docstring)."""
+    a1, a2, a3, c1, c2, c3 = params
+    gaps = (k - 1.0) * d
+    with np.errstate(invalid="ignore", divide="ignore"):
+        x = np.where(es > 0, k * d / es, 0.0)  # the gap over the mean slice
+        h = x / (1.0 + x)
+        w = a1 + a2 * rho + a3 * h
+        no_gaps = t_f + w * (t_r0 - t_f)
+        # The queueing a request would see without gaps, and how much of it its own gaps hide
+        # (at most the smaller of the two: G W / (G + W) is a smooth minimum).
+        wait = np.maximum(no_gaps - base, 0.0)
+        overlap = np.where(gaps + wait > 0, gaps * wait / (gaps + wait), 0.0)
+        # share <= 1 keeps the response above its zero-load value plus the gaps (overlap <= wait)
+        return no_gaps + gaps - np.minimum(c1 + c2 * rho + c3 * h, 1.0) * overlap
 
 
 def _check_slices(slices: ArrayLike) -> np.ndarray:
@@ -170,12 +273,12 @@ def _weights(k: np.ndarray, rho: np.ndarray, scv: np.ndarray, params) -> tuple[n
     return g, gamma * scv * (1.0 + delta * rho)
 
 
-def _q_params(q: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _q_params(q: np.ndarray, table: np.ndarray = _Q_PARAMS) -> tuple[np.ndarray, ...]:
     x = np.clip(np.log10(np.maximum(1.0 - q, 1e-300)), -3.0, -1.0)
-    return tuple(np.interp(-x, -_Q_LOG, _Q_PARAMS[:, j]) for j in range(3))
+    return tuple(np.interp(-x, -_Q_LOG, table[:, j]) for j in range(table.shape[1]))
 
 
-def _mean(inp, k: np.ndarray, d: np.ndarray, shape: tuple) -> np.ndarray:
+def _mean(inp, k: np.ndarray, d: np.ndarray, shape: tuple, admission: str = "fifo") -> np.ndarray:
     t_f = np.broadcast_to(np.asarray(fcfs.mean_response(inp.arrival_rate, inp.service, inp.servers)), shape)
     t_p = np.broadcast_to(np.asarray(ps.mean_response(inp.arrival_rate, inp.service, inp.servers)), shape)
     es = np.broadcast_to(inp.mean_service, shape)
@@ -183,16 +286,18 @@ def _mean(inp, k: np.ndarray, d: np.ndarray, shape: tuple) -> np.ndarray:
     scv = np.broadcast_to(np.asarray(inp.service.scv, dtype=float), shape)
     stable = np.broadcast_to(inp.stable, shape)
     g, excess = _weights(np.broadcast_to(k, shape), rho, scv, _MEAN_PARAMS)
+    kb, db = np.broadcast_to(k, shape), np.broadcast_to(d, shape)
     with np.errstate(invalid="ignore"):
         limit = t_p + excess * (t_p - es)
-        out = t_f + g * (limit - t_f) + (np.broadcast_to(k, shape) - 1.0) * np.broadcast_to(d, shape)
+        t_r0 = t_f + g * (limit - t_f)
+        out = t_r0 + (kb - 1.0) * db if admission == "fifo" else _idle(t_f, t_r0, es, rho, kb, db, es, _IDLE_MEAN)
     # k = 1 is FCFS exactly (no rounding through the interpolation).
     out = np.where(np.broadcast_to(k, shape) == 1, t_f, out)
     return np.where(stable, out, np.inf)
 
 
 def mean_response(arrival_rate: ArrayLike, service: Service | ArrayLike, servers: ArrayLike = 1,
-                  slices: ArrayLike = 1, slice_delay: ArrayLike = 0.0):
+                  slices: ArrayLike = 1, slice_delay: ArrayLike = 0.0, admission: str = "fifo"):
     """Mean response time of event-loop round robin with ``slices`` slices, seconds.
 
     Parameters
@@ -209,6 +314,11 @@ def mean_response(arrival_rate: ArrayLike, service: Service | ArrayLike, servers
     slice_delay : float, array_like or Service
         Non-CPU delay between two slices, seconds (>= 0); a Service counts
         by its mean.
+    admission : {"fifo", "idle"}
+        When a new request enters the run queue: at once (``"fifo"``, a loop
+        that polls its sockets between slices, e.g. ``setImmediate`` yields)
+        or only when no request in flight is runnable (``"idle"``, Node.js 20
+        with ``setTimeout``-awaited slices; see :func:`capacity.sim.simulate`).
 
     Returns
     -------
@@ -238,21 +348,22 @@ def mean_response(arrival_rate: ArrayLike, service: Service | ArrayLike, servers
     """
     k = _check_slices(slices)
     d = _check_delay(slice_delay)
+    adm = _check_admission(admission)
     inp = prepare(arrival_rate, service, servers)
     shape = np.broadcast_shapes(inp.shape, k.shape, d.shape)
     if k.ndim == 0 and k == 1:
         return fcfs.mean_response(arrival_rate, service, servers) if shape == inp.shape else \
             _out(np.broadcast_to(np.asarray(fcfs.mean_response(arrival_rate, service, servers)), shape))
-    return _out(_mean(inp, k, d, shape))
+    return _out(_mean(inp, k, d, shape, adm))
 
 
 def mean_number(arrival_rate: ArrayLike, service: Service | ArrayLike, servers: ArrayLike = 1,
-                slices: ArrayLike = 1, slice_delay: ArrayLike = 0.0):
+                slices: ArrayLike = 1, slice_delay: ArrayLike = 0.0, admission: str = "fifo"):
     """Mean number of requests in the process (running, queued or sleeping).
 
     Parameters
     ----------
-    arrival_rate, service, servers, slices, slice_delay
+    arrival_rate, service, servers, slices, slice_delay, admission
         As in :func:`mean_response`.
 
     Returns
@@ -275,7 +386,7 @@ def mean_number(arrival_rate: ArrayLike, service: Service | ArrayLike, servers: 
     >>> rr.mean_number(0.5, 1.0)
     1.0
     """
-    et = np.asarray(mean_response(arrival_rate, service, servers, slices, slice_delay), dtype=float)
+    et = np.asarray(mean_response(arrival_rate, service, servers, slices, slice_delay, admission), dtype=float)
     lam = np.asarray(prepare(arrival_rate, service, servers).arrival_rate, dtype=float)
     with np.errstate(invalid="ignore"):
         out = np.where(np.isfinite(et), lam * np.where(np.isfinite(et), et, 0.0), np.inf)
@@ -283,14 +394,15 @@ def mean_number(arrival_rate: ArrayLike, service: Service | ArrayLike, servers: 
 
 
 def conditional_mean_response(size: ArrayLike, arrival_rate: ArrayLike, service: Service | ArrayLike,
-                              servers: ArrayLike = 1, slices: ArrayLike = 1, slice_delay: ArrayLike = 0.0):
+                              servers: ArrayLike = 1, slices: ArrayLike = 1, slice_delay: ArrayLike = 0.0,
+                              admission: str = "fifo"):
     """Mean response time of a request needing ``size`` seconds of CPU (approximation).
 
     Parameters
     ----------
     size : float or array_like
         The request's CPU time x, seconds (>= 0).
-    arrival_rate, service, servers, slices, slice_delay
+    arrival_rate, service, servers, slices, slice_delay, admission
         As in :func:`mean_response`.
 
     Returns
@@ -308,7 +420,11 @@ def conditional_mean_response(size: ArrayLike, arrival_rate: ArrayLike, service:
     the size distribution gives :func:`mean_response` exactly.  An
     approximation not separately calibrated: in the large-``k`` limit every
     request needs the same number of run-queue cycles, so the response
-    depends on x less than under PS.
+    depends on x less than under PS.  ``admission="idle"``: ``x`` plus the
+    request's own gaps plus a size-independent wait, ``E[T] - E[S] -
+    (k - 1) d``, as in FCFS (requests in flight finish first, so the wait
+    hardly depends on the newcomer's size); again averaging gives
+    :func:`mean_response` exactly.
 
     References
     ----------
@@ -323,6 +439,7 @@ def conditional_mean_response(size: ArrayLike, arrival_rate: ArrayLike, service:
     x = check_nonnegative(size, "size")
     k = _check_slices(slices)
     d = _check_delay(slice_delay)
+    adm = _check_admission(admission)
     inp = prepare(arrival_rate, service, servers)
     shape = np.broadcast_shapes(x.shape, inp.shape, k.shape, d.shape)
     es = np.broadcast_to(inp.mean_service, shape)
@@ -340,11 +457,17 @@ def conditional_mean_response(size: ArrayLike, arrival_rate: ArrayLike, service:
         w_p = t_p - es
         fixed = total - es - (1.0 - g) * w_f - g * w_p  # the size-independent excess
         out = xs + (1.0 - g) * w_f + g * w_p * xs / es + fixed + (kb - 1.0) * np.broadcast_to(d, shape)
+    if adm == "idle":
+        gaps = (kb - 1.0) * np.broadcast_to(d, shape)
+        total_idle = np.broadcast_to(_mean(inp, k, d, np.broadcast_shapes(inp.shape, k.shape, d.shape), "idle"),
+                                     shape)
+        out = xs + gaps + (total_idle - es - gaps)
     out = np.where(kb == 1, xs + w_f, out)
     return _out(np.where(stable, out, np.inf))
 
 
-def _quantile(qb: np.ndarray, inp, k: np.ndarray, d: np.ndarray, shape: tuple) -> np.ndarray:
+def _quantile(qb: np.ndarray, inp, k: np.ndarray, d: np.ndarray, shape: tuple,
+              admission: str = "fifo") -> np.ndarray:
     """Quantiles for a probability array broadcast to ``shape`` (one call each to
     the FCFS and PS quantile functions)."""
     kb = np.broadcast_to(k, shape)
@@ -360,7 +483,13 @@ def _quantile(qb: np.ndarray, inp, k: np.ndarray, d: np.ndarray, shape: tuple) -
     es = np.broadcast_to(inp.mean_service, shape)
     rho = np.broadcast_to(inp.utilization, shape)
     scv = np.broadcast_to(np.asarray(inp.service.scv, dtype=float), shape)
-    out = _blend(qb, q_f, q_p, es, rho, scv, kb) + (kb - 1.0) * np.broadcast_to(d, shape)
+    t_r0 = _blend(qb, q_f, q_p, es, rho, scv, kb)
+    db = np.broadcast_to(d, shape)
+    if admission == "fifo":
+        out = t_r0 + (kb - 1.0) * db
+    else:
+        base = np.broadcast_to(np.asarray(svc.ppf(qb), dtype=float), shape)  # the zero-load quantile
+        out = _idle(q_f, t_r0, base, rho, kb, db, es, _q_params(qb, _IDLE_Q))
     out = np.where(kb == 1, q_f, out)
     return np.where(stable, out, np.inf)
 
@@ -378,14 +507,15 @@ def _blend(qb, q_f, q_p, es, rho, scv, kb) -> np.ndarray:
 
 
 def response_quantile(q: ArrayLike, arrival_rate: ArrayLike, service: Service | ArrayLike,
-                      servers: ArrayLike = 1, slices: ArrayLike = 1, slice_delay: ArrayLike = 0.0):
+                      servers: ArrayLike = 1, slices: ArrayLike = 1, slice_delay: ArrayLike = 0.0,
+                      admission: str = "fifo"):
     """Quantile of the response time of event-loop round robin, seconds.
 
     Parameters
     ----------
     q : float or array_like
         Probability in (0, 1), e.g. 0.99.
-    arrival_rate, service, servers, slices, slice_delay
+    arrival_rate, service, servers, slices, slice_delay, admission
         As in :func:`mean_response`.
 
     Returns
@@ -416,22 +546,24 @@ def response_quantile(q: ArrayLike, arrival_rate: ArrayLike, service: Service | 
     qq = check_quantile(q, "q")
     k = _check_slices(slices)
     d = _check_delay(slice_delay)
+    adm = _check_admission(admission)
     inp = prepare(arrival_rate, service, servers)
     shape = np.broadcast_shapes(qq.shape, inp.shape, k.shape, d.shape)
     if k.ndim == 0 and k == 1:
         return fcfs.response_quantile(q, arrival_rate, service, servers)
-    return _out(_quantile(np.broadcast_to(qq, shape), inp, k, d, shape))
+    return _out(_quantile(np.broadcast_to(qq, shape), inp, k, d, shape, adm))
 
 
 def response_sf(t: ArrayLike, arrival_rate: ArrayLike, service: Service | ArrayLike,
-                servers: ArrayLike = 1, slices: ArrayLike = 1, slice_delay: ArrayLike = 0.0):
+                servers: ArrayLike = 1, slices: ArrayLike = 1, slice_delay: ArrayLike = 0.0,
+                admission: str = "fifo"):
     """P(T > t) for event-loop round robin.
 
     Parameters
     ----------
     t : float or array_like
         Time, seconds (>= 0).
-    arrival_rate, service, servers, slices, slice_delay
+    arrival_rate, service, servers, slices, slice_delay, admission
         As in :func:`mean_response`.
 
     Returns
@@ -464,6 +596,7 @@ def response_sf(t: ArrayLike, arrival_rate: ArrayLike, service: Service | ArrayL
     t_arr = check_nonnegative(t, "t")
     k = _check_slices(slices)
     d = _check_delay(slice_delay)
+    adm = _check_admission(admission)
     inp = prepare(arrival_rate, service, servers)
     shape = np.broadcast_shapes(t_arr.shape, inp.shape, k.shape, d.shape)
     if k.ndim == 0 and k == 1:
@@ -482,7 +615,7 @@ def response_sf(t: ArrayLike, arrival_rate: ArrayLike, service: Service | ArrayL
         stable = ex(inp.stable)
         service = inp.service._expand(1) if inp.service.shape != () else inp.service
 
-    tq = _quantile(np.broadcast_to(_SF_GRID, gshape), _Grid, ex(k), ex(d), gshape)
+    tq = _quantile(np.broadcast_to(_SF_GRID, gshape), _Grid, ex(k), ex(d), gshape, adm)
     tq = np.maximum.accumulate(tq, axis=-1)  # guard the monotonicity of the blended quantiles
     logp = np.log(_SF_LEVELS)  # log P(T > t) at the grid quantiles
     x = np.broadcast_to(t_arr, shape)
