@@ -537,6 +537,10 @@ def build_parser() -> argparse.ArgumentParser:
                          "rr: round robin with --slices time slices per request")
     fi.add_argument("--slices", type=_slices, default=None, metavar="K",
                     help="with --discipline rr: time slices per request, or 'fit' (default: fit)")
+    fi.add_argument("--admission", choices=("fifo", "idle"), default=None,
+                    help="with --discipline rr: when a new request joins the run queue. fifo: at once "
+                         "(default); idle: only when no request in flight is runnable (Node.js 20 handlers "
+                         "that await setTimeout)")
     fi.add_argument("--family", choices=_FIT_FAMILIES, default="lognormal",
                     help="distribution family of the CPU time (default lognormal)")
     fi.add_argument("--cpu-util", type=_util, default=None, metavar="F",
@@ -861,7 +865,8 @@ def _fit_percentiles(args: argparse.Namespace):
     try:
         res = from_percentiles(args.percentiles, args.qps, servers=args.servers, discipline=args.discipline,
                                family=args.family, utilization=args.cpu_util, delay=args.delay,
-                               n_requests=args.requests, slices=args.slices)
+                               n_requests=args.requests, slices=args.slices,
+                               admission=args.admission or "fifo")
     except ValueError as exc:
         # Say it in the command line's words: the argument, and flags instead of keyword arguments.
         msg = _one_line(exc).replace("(utilization=, scv=, delay=<seconds>, family=)",
@@ -885,6 +890,8 @@ def _fit_log(args: argparse.Namespace):
             raise _UsageError(f"argument {flag}: not used with --log (the log gives the rates and counts)")
     df, fmt, notes = _read_log(args)
     extra = {} if args.slices is None else {"slices": args.slices}
+    if args.admission is not None:
+        extra["admission"] = args.admission
     res = from_requests(df, servers=args.servers, discipline=args.discipline, family=args.family,
                         delay=args.delay, bins=args.bins or 4, latency=args.latency or "duration",
                         by_endpoint=False, **extra)
@@ -910,6 +917,8 @@ def _cmd_fit(args: argparse.Namespace) -> tuple[dict, str]:
         raise _UsageError("argument --log: give PERCENTILES or --log, not both")
     if args.slices is not None and args.discipline != "rr":
         raise _UsageError("argument --slices: applies to --discipline rr only")
+    if args.admission is not None and args.discipline != "rr":
+        raise _UsageError("argument --admission: applies to --discipline rr only")
     if args.discipline in ("ps", "rr") and args.family in _SLOW_FAMILIES and args.slices != 1 \
             and sys.stderr.isatty():
         # Not an error: tell a person at a terminal why it is quiet, and how to get a fast answer.
@@ -953,6 +962,7 @@ def _cmd_fit(args: argparse.Namespace) -> tuple[dict, str]:
     data = {"command": "fit", "source": source, "model": fit.model, "discipline": args.discipline,
             "family": args.family, "servers": args.servers,
             "slices": None if fit.slices_ is None else int(fit.slices_),
+            "admission": fit.admission_,
             "cpu_per_request_s": float(fit.cpu_per_request_),
             "cpu_per_request_interval_s": [params["cpu_per_request"]["lower"], params["cpu_per_request"]["upper"]],
             "scv": float(fit.scv_), "delay": delay, "capacity_qps": float(fit.capacity_qps_),

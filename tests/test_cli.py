@@ -340,6 +340,10 @@ def test_fit_unreadable_log_exits_2(tmp_path):
     (["fit", "p50=45ms,p99=300ms", "--qps", "8", "--log", "x.log"], "--log"),
     (["fit", "p50=45ms,p99=300ms", "--qps", "8", "--slices", "3"], "--slices"),
     (["fit", "p50=45ms,p99=300ms", "--qps", "8", "--discipline", "rr", "--slices", "0"], "--slices"),
+    (["fit", "p50=45ms,p99=300ms", "--qps", "8", "--discipline", "rr", "--admission", "lifo"], "--admission"),
+    (["fit", "p50=45ms,p99=300ms", "--qps", "8", "--admission", "idle"], "--admission"),
+    (["fit", "p50=45ms,p99=300ms", "--qps", "8", "--discipline", "fcfs", "--admission", "fifo"],
+     "--admission"),
     (["fit", "p50=45ms,p99=300ms", "--qps", "8", "--cpu-util", "150%"], "--cpu-util"),
     (["fit", "p50=45ms,p99=300ms", "--qps", "8", "--delay", "50ms"], "--delay"),
     (["fit", "p50=45ms,p99=300ms", "--qps", "8", "--delay", "sometimes"], "--delay"),
@@ -357,6 +361,55 @@ def test_fit_bad_input_exits_2_naming_the_argument(args, flag):
     assert "Traceback" not in out.stderr
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and "error" in lines[0] and flag in lines[0], lines
+
+
+def test_fit_rr_admission_is_passed_through_and_recorded():
+    """--admission reaches the rr model: with the mean held by --cpu-util the model percentiles are
+    rr's own for that admission (whatever rr's fitted constants), and the JSON records it."""
+    import numpy as np
+
+    from capacity import Service, rr
+
+    svc, qs = Service.exponential(0.01), [0.9, 0.99, 0.999]
+    text = ",".join(f"{cli._fmt_pct(q)}={1e3 * float(x):.9f}ms"
+                    for q, x in zip(qs, rr.response_quantile(qs, 50.0, svc, slices=5, admission="idle")))
+    base = ["fit", text, "--qps", "50", "--cpu-util", "50%", "--discipline", "rr", "--slices", "5",
+            "--family", "exponential", "--json"]
+    for extra, admission in (([], "fifo"), (["--admission", "fifo"], "fifo"),
+                             (["--admission", "idle"], "idle")):
+        out = run(*base, *extra)
+        assert out.returncode == 0, out.stderr
+        data = json.loads(out.stdout)
+        assert data["admission"] == admission and data["slices"] == 5
+        assert ("idle admission" in data["model"]) == (admission == "idle")
+        expected = np.asarray(rr.response_quantile(qs, 50.0, svc, slices=5, admission=admission))
+        np.testing.assert_allclose([r["model_s"] for r in data["comparison"]], expected, rtol=1e-9)
+    out = run("fit", text, "--qps", "50", "--cpu-util", "50%", "--discipline", "fcfs",
+              "--family", "exponential", "--json")
+    assert out.returncode == 0 and json.loads(out.stdout)["admission"] is None
+    help_text = " ".join(run("fit", "--help").stdout.split())   # argparse wraps to the terminal width
+    assert "--admission {fifo,idle}" in help_text and "no request in flight is runnable" in help_text
+
+
+def test_fit_log_passes_admission(tmp_path, monkeypatch):
+    """--log goes through from_requests, which hands admission on to from_percentiles."""
+    import capacity.fit
+
+    seen = {}
+
+    def spy(df, **kwargs):
+        seen.update(kwargs)
+        raise ValueError("spy: stop here")
+
+    monkeypatch.setattr(capacity.fit, "from_requests", spy)
+    path = tmp_path / "requests.csv"
+    path.write_text("time,duration_ms\n1.0,10\n2.0,12\n3.0,11\n")
+    out = run("fit", "--log", str(path), "--discipline", "rr", "--slices", "5", "--admission", "idle")
+    assert out.returncode == 2 and "spy" in out.stderr
+    assert seen["admission"] == "idle" and seen["slices"] == 5 and seen["discipline"] == "rr"
+    seen.clear()
+    run("fit", "--log", str(path), "--discipline", "rr")
+    assert "admission" not in seen    # from_percentiles' default (fifo)
 
 
 def test_fit_model_error_is_one_line():

@@ -110,3 +110,82 @@ def test_slices_need_rr():
     with pytest.raises(ValueError, match="slices"):
         from_percentiles({0.9: 0.03, 0.99: 0.06}, 50.0, discipline="fcfs", slices="fit",
                          family="exponential")
+
+
+# ------------------------------------------------------------------------------------------------
+# admission="idle" is passed through (model quantiles from capacity.rr itself, no simulation)
+
+
+@pytest.fixture(params=["shipped", "stand-in"])
+def idle_constants(request, monkeypatch):
+    """rr's admission="idle" constants as shipped, or arbitrary non-zero stand-ins of the same
+    shape.  The tests compare the fit with rr itself, never with numbers that depend on them."""
+    if request.param == "stand-in":
+        n = len(rr._IDLE_MEAN)
+        monkeypatch.setattr(rr, "_IDLE_MEAN", tuple(np.linspace(0.3, 0.7, n)))
+        rows = rr._IDLE_Q.shape[0]
+        monkeypatch.setattr(rr, "_IDLE_Q", np.linspace(0.2, 0.6, n)[None, :] + 0.1 * np.arange(rows)[:, None])
+    return request.param
+
+
+def _rr_model_obs(admission: str, utilization: bool = False) -> list[dict]:
+    """p90/p99/p99.9 of rr's own model (k = TRUE_K, exponential 10 ms CPU) at utilisation 0.5, 0.8;
+    with ``utilization`` the records also carry it, which holds the mean (one evaluation per fit)."""
+    svc = Service.exponential(MEAN)
+    out = [{"percentiles": dict(zip(QS, np.asarray(rr.response_quantile(QS, rho / MEAN, svc, slices=TRUE_K,
+                                                                        admission=admission)))),
+            "arrival_rate": rho / MEAN} for rho in (0.5, 0.8)]
+    if utilization:
+        for rec, rho in zip(out, (0.5, 0.8)):
+            rec["utilization"] = rho
+    return out
+
+
+def test_admission_idle_fit_predict_and_ceiling(idle_constants):
+    from capacity import plan
+
+    res = from_percentiles(_rr_model_obs("idle"), discipline="rr", slices=TRUE_K, family="exponential",
+                           admission="idle")
+    assert res.cpu_per_request_ == pytest.approx(MEAN, rel=1e-5)
+    assert res.admission_ == "idle" and res.slices_ == TRUE_K and "idle admission" in res.model
+    assert res.predict(0.99, 70.0) == pytest.approx(
+        rr.response_quantile(0.99, 70.0, res.service_, slices=TRUE_K, admission="idle"), rel=1e-12)
+    assert res.ceiling({0.99: 0.1}).qps == pytest.approx(
+        plan.qps_ceiling(res.service_, 1, {0.99: 0.1}, discipline="rr", slices=TRUE_K, admission="idle").qps,
+        rel=1e-12)
+
+
+@pytest.mark.parametrize("idle_constants", ["stand-in"], indirect=True)
+def test_admission_idle_slice_profile(idle_constants):
+    """slices="fit": every candidate k is fitted with the idle model, so the k that made the data
+    fits exactly (the mean held by the utilisation: one evaluation per k)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", IdentifiabilityWarning)
+        res = from_percentiles(_rr_model_obs("idle", utilization=True), discipline="rr", slices="fit",
+                               family="exponential", admission="idle")
+    assert res.slices_ == TRUE_K and res.admission_ == "idle" and res._model.admission == "idle"
+    assert res.slice_profile_.loc[TRUE_K, "rms_rel_error"] < 1e-9
+    assert (res.slice_profile_.drop(index=TRUE_K)["rms_rel_error"] > 1e-4).all()
+
+
+def test_admission_default_is_fifo(idle_constants):
+    """Without admission the rr model is fifo: it reproduces fifo percentiles exactly."""
+    res = from_percentiles(_rr_model_obs("fifo", utilization=True), discipline="rr", slices=TRUE_K,
+                           family="exponential")
+    assert res.admission_ == "fifo" and "idle" not in res.model
+    assert res.fit_quality_["rms_rel_error"] < 1e-9
+    assert res.predict(0.99, 70.0) == pytest.approx(
+        rr.response_quantile(0.99, 70.0, res.service_, slices=TRUE_K), rel=1e-12)
+    assert from_percentiles({0.9: 0.03, 0.99: 0.06}, 50.0, discipline="fcfs",
+                            family="exponential").admission_ is None
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(discipline="rr", slices=3, admission="lifo"), "admission.*'lifo'"),
+    (dict(discipline="rr", slices=3, admission=None), "admission.*None"),
+    (dict(discipline="ps", admission="idle"), "admission.*'idle'"),
+    (dict(discipline="fcfs", admission="idle"), "admission.*'idle'"),
+])
+def test_bad_admission(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        from_percentiles({0.9: 0.03, 0.99: 0.06}, 50.0, family="exponential", **kwargs)

@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.optimize import brentq
 
-from capacity import Service, fcfs, plan, ps
+from capacity import Service, fcfs, plan, ps, rr
 
 
 def _erlang_c_by_hand(c: int, a: float) -> float:
@@ -137,10 +137,78 @@ def test_ps_multi_server_non_exponential_propagates():
     (dict(slo={0.99: 0.5}, delay=-0.1), "delay"),
     (dict(slo={0.99: 0.5}, servers=0), "servers"),
     (dict(slo={1 - 1e-9: 0.5}), "quantile"),
+    (dict(slo={0.99: 0.5}, discipline="rr", slices=2, admission="lifo"), "admission.*'lifo'"),
+    (dict(slo={0.99: 0.5}, discipline="rr", slices=2, admission=None), "admission.*None"),
+    (dict(slo={0.99: 0.5}, discipline="ps", admission="idle"), "admission.*'idle'"),
+    (dict(slo={0.99: 0.5}, discipline="fcfs", admission="idle"), "admission.*'idle'"),
 ])
 def test_ceiling_bad_input(kwargs, match):
     with pytest.raises(ValueError, match=match):
         plan.qps_ceiling(0.025, **kwargs)
+
+
+# ------------------------------------------------------------------------------------------------
+# rr with admission="idle": the planners solve what capacity.rr gives
+
+
+@pytest.fixture(params=["shipped", "stand-in"])
+def idle_constants(request, monkeypatch):
+    """rr's admission="idle" constants as shipped, or arbitrary non-zero stand-ins of the same
+    shape.  Under the stand-ins the slice delay changes the idle quantiles non-additively, so a
+    planner that drops it, or takes (k - 1) d off the threshold as for fifo, fails.  The tests
+    compare the planners with rr itself, never with numbers that depend on the constants."""
+    if request.param == "stand-in":
+        n = len(rr._IDLE_MEAN)
+        monkeypatch.setattr(rr, "_IDLE_MEAN", tuple(np.linspace(0.3, 0.7, n)))
+        rows = rr._IDLE_Q.shape[0]
+        monkeypatch.setattr(rr, "_IDLE_Q", np.linspace(0.2, 0.6, n)[None, :] + 0.1 * np.arange(rows)[:, None])
+    return request.param
+
+
+def _rr_root(q, t, svc, c, **kw):
+    """Independent solve: the arrival rate at which rr.response_quantile(q) reaches t."""
+    cap = c / float(svc.mean)
+    return brentq(lambda lam: float(rr.response_quantile(q, lam, svc, c, **kw)) - t, 1e-9 * cap, 0.999 * cap,
+                  xtol=1e-12 * cap, rtol=1e-13)
+
+
+def test_rr_idle_ceiling_solves_the_rr_idle_quantile(idle_constants):
+    """Every per-percentile ceiling is the root of rr's idle quantile, with the slice delay inside
+    the rr call and only the constant delay off the threshold."""
+    svc = Service.exponential(0.010)
+    slo = {0.99: 0.12, 0.999: 0.2}
+    kw = dict(slices=4, slice_delay=0.003, admission="idle")
+    res = plan.qps_ceiling(svc, 1, slo, discipline="rr", delay=0.004, **kw)
+    for q, t in slo.items():
+        assert res.rates[q] == pytest.approx(_rr_root(q, t - 0.004, svc, 1, **kw), rel=1e-6)
+    assert res.qps == min(res.rates.values())
+    assert res.delay == 0.004   # the idle slice delay is not reported as a constant offset
+
+
+def test_rr_idle_timeout_safe_rate_solves_the_rr_idle_quantile(idle_constants):
+    svc = Service.exponential(0.010)
+    kw = dict(slices=3, slice_delay=0.002, admission="idle")
+    res = plan.timeout_safe_rate(svc, 1, 0.25, 1e-3, "rr", **kw)
+    assert res.qps == pytest.approx(_rr_root(0.999, 0.25, svc, 1, **kw), rel=1e-6)
+
+
+def test_rr_admission_default_and_one_slice():
+    """admission="fifo" is the default (same numbers, the slice delay still a pure offset); with
+    one slice both rules are FCFS."""
+    svc = Service.exponential(0.010)
+    slo = {0.99: 0.1}
+    default = plan.qps_ceiling(svc, 1, slo, discipline="rr", slices=4, slice_delay=0.002)
+    fifo = plan.qps_ceiling(svc, 1, slo, discipline="rr", slices=4, slice_delay=0.002, admission="fifo")
+    assert fifo.rates == default.rates and fifo.delay == default.delay == pytest.approx(0.006)
+    idle1 = plan.qps_ceiling(svc, 1, slo, discipline="rr", slices=1, slice_delay=0.002, admission="idle")
+    assert idle1.qps == plan.qps_ceiling(svc, 1, slo, discipline="fcfs").qps
+
+
+def test_timeout_safe_rate_bad_admission():
+    with pytest.raises(ValueError, match="admission.*'sometimes'"):
+        plan.timeout_safe_rate(0.01, 1, 0.5, discipline="rr", slices=2, admission="sometimes")
+    with pytest.raises(ValueError, match="admission.*'idle'.*'ps'"):
+        plan.timeout_safe_rate(0.01, 1, 0.5, discipline="ps", admission="idle")
 
 
 # ------------------------------------------------------------------------------------------------

@@ -159,6 +159,75 @@ def test_rr_ceiling_solves_the_rr_quantile_and_sits_below_fcfs():
     assert fast == pytest.approx(ceilings[2], rel=CURVE_RTOL)
 
 
+@pytest.fixture
+def idle_constants(request, monkeypatch):
+    """rr's admission="idle" constants as shipped, or (default) arbitrary non-zero stand-ins of the
+    same shape, under which the slice delay changes the idle quantiles non-additively.  The tests
+    compare the curves with rr itself, never with numbers that depend on the constants."""
+    which = getattr(request, "param", "stand-in")
+    if which == "stand-in":
+        n = len(rr._IDLE_MEAN)
+        monkeypatch.setattr(rr, "_IDLE_MEAN", tuple(np.linspace(0.3, 0.7, n)))
+        rows = rr._IDLE_Q.shape[0]
+        monkeypatch.setattr(rr, "_IDLE_Q", np.linspace(0.2, 0.6, n)[None, :] + 0.1 * np.arange(rows)[:, None])
+    return which
+
+
+@pytest.mark.parametrize("idle_constants", ["shipped", "stand-in"], indirect=True)
+def test_rr_idle_curve_equals_direct_calls(idle_constants):
+    """admission="idle": the curve (idle formula on the cached FCFS and zero-delay rr tables, at
+    slice_delay / E[S]) equals rr.response_quantile with the slice delay, for two E[S] (two ratios);
+    only the constant delay is an offset, and the cached fifo tables are left as they were."""
+    qs = (0.99, 0.999)
+    q = np.array(qs)
+    kw = dict(slices=3, slice_delay=0.002, admission="idle")
+    svc = Service.exponential(0.004)
+    fifo_before = plan.latency_curve(svc, 1, "rr", quantiles=qs, utilization=PS_GRID, slices=3).latency.copy()
+    for mean in (0.004, 0.020):
+        svc = Service.exponential(mean)
+        curve = plan.latency_curve(svc, 1, "rr", quantiles=qs, utilization=PS_GRID, delay=0.005, **kw)
+        direct = np.asarray(rr.response_quantile(q[:, None], curve.arrival_rate, svc, 1, **kw))
+        np.testing.assert_allclose(curve.latency, direct + 0.005, rtol=1e-7)
+        zero = np.asarray(rr.response_quantile(q, 0.0, svc, 1, **kw))
+        np.testing.assert_allclose(curve.zero_load, zero + 0.005, rtol=1e-7)
+        assert curve.offset == 0.005 and curve.admission == "idle" and curve.slice_delay == 0.002
+        assert not curve.unit.flags.writeable
+    svc = Service.exponential(0.004)
+    again = plan.latency_curve(svc, 1, "rr", quantiles=qs, utilization=PS_GRID, slices=3)
+    np.testing.assert_array_equal(again.latency, fifo_before)
+    assert again.admission == "fifo" and again.offset == 0.0
+    # One slice: both rules are FCFS.
+    one = plan.latency_curve(svc, 1, "rr", quantiles=qs, utilization=PS_GRID, slices=1, slice_delay=0.002,
+                             admission="idle")
+    fcfs_curve = plan.latency_curve(svc, 1, "fcfs", quantiles=qs, utilization=PS_GRID)
+    np.testing.assert_array_equal(one.latency, fcfs_curve.latency)
+
+
+@pytest.mark.parametrize("idle_constants", ["shipped", "stand-in"], indirect=True)
+def test_rr_idle_curve_ceiling_matches_exact(idle_constants):
+    svc = Service.exponential(0.010)
+    kw = dict(slices=4, slice_delay=0.002, admission="idle")
+    exact = plan.qps_ceiling(svc, 1, {0.99: 0.1}, discipline="rr", delay=0.003, **kw)
+    fast = plan.qps_ceiling(svc, 1, {0.99: 0.1}, discipline="rr", delay=0.003, method="curve", **kw)
+    assert exact.qps > 0
+    assert fast.qps == pytest.approx(exact.qps, rel=CURVE_RTOL)
+    curve = plan.latency_curve(svc, 1, "rr", quantiles=(0.99,), delay=0.003, **kw)
+    assert plan.ceiling_from_curve(curve, {0.99: 0.1}) == pytest.approx(exact.qps, rel=CURVE_RTOL)
+
+
+def test_rr_idle_curve_uncached_service(idle_constants):
+    """A service without a shape key (from_scipy) is computed directly, slice delay and admission
+    passed to rr."""
+    from scipy import stats
+
+    svc = Service.from_scipy(stats.expon(scale=0.01))
+    kw = dict(slices=3, slice_delay=0.002, admission="idle")
+    curve = plan.latency_curve(svc, 1, "rr", quantiles=(0.99,), utilization=[0.3, 0.6], **kw)
+    direct = np.asarray(rr.response_quantile(0.99, curve.arrival_rate, svc, 1, **kw))
+    np.testing.assert_allclose(curve.latency[0], direct, rtol=1e-9)
+    assert curve.offset == 0.0
+
+
 def test_burst_tolerance_public_equals_private_and_fluid_law():
     svc = Service.exponential(0.025)
     for disc in ("fcfs", "ps"):
@@ -205,6 +274,12 @@ def test_bad_input():
         plan.qps_ceiling(0.01, 1, {0.99: 0.1}, method="fast")
     with pytest.raises(ValueError, match="slices"):
         plan.qps_ceiling(0.01, 1, {0.99: 0.1}, discipline="ps", slices=3)
+    with pytest.raises(ValueError, match="admission.*'idle'"):
+        plan.latency_curve(0.01, 1, "ps", admission="idle")
+    with pytest.raises(ValueError, match="admission.*'lifo'"):
+        plan.latency_curve(0.01, 1, "rr", slices=2, admission="lifo")
+    with pytest.raises(ValueError, match="admission.*'idle'"):
+        plan.qps_ceiling(0.01, 1, {0.99: 0.1}, discipline="fcfs", admission="idle", method="curve")
     curve = plan.latency_curve(0.01, 1, "fcfs", quantiles=(0.99,))
     with pytest.raises(ValueError, match="not on this curve"):
         plan.ceiling_from_curve(curve, {0.999: 0.1})

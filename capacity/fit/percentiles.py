@@ -163,10 +163,11 @@ def _make_service(family: str, mean: np.ndarray, scv: np.ndarray) -> Service:
     return getattr(Service, family)(mean, scv)
 
 
-def _queue_quantile(discipline, q, lam, servers, svc, slices=1):
+def _queue_quantile(discipline, q, lam, servers, svc, slices=1, admission="fifo"):
     if discipline == "rr":
         from .. import rr
-        return np.asarray(rr.response_quantile(q, lam, svc, servers, slices=slices), dtype=float)
+        return np.asarray(rr.response_quantile(q, lam, svc, servers, slices=slices, admission=admission),
+                          dtype=float)
     if discipline == "fcfs":
         from .. import _quantile_table, fcfs
         # One core, lognormal or gamma: the shipped table of exact M/G/1 quantiles (interpolation
@@ -182,10 +183,11 @@ def _queue_quantile(discipline, q, lam, servers, svc, slices=1):
     return np.asarray(ps.response_quantile(q, lam, svc, servers), dtype=float)
 
 
-def _queue_sf(discipline, t, lam, servers, svc, slices=1):
+def _queue_sf(discipline, t, lam, servers, svc, slices=1, admission="fifo"):
     if discipline == "rr":
         from .. import rr
-        return np.asarray(rr.response_sf(t, lam, svc, servers, slices=slices), dtype=float)
+        return np.asarray(rr.response_sf(t, lam, svc, servers, slices=slices, admission=admission),
+                          dtype=float)
     if discipline == "fcfs":
         from .. import fcfs
         return np.asarray(fcfs.response_sf(t, lam, svc, servers), dtype=float)
@@ -193,7 +195,8 @@ def _queue_sf(discipline, t, lam, servers, svc, slices=1):
     return np.asarray(ps.response_sf(t, lam, svc, servers), dtype=float)
 
 
-def _lognormal_delay_quantiles(discipline, q, lam, servers, svc, d_mean, d_scv, t_lo, t_hi, slices=1):
+def _lognormal_delay_quantiles(discipline, q, lam, servers, svc, d_mean, d_scv, t_lo, t_hi, slices=1,
+                               admission="fifo"):
     """Quantiles of T + D, T the queue response, D an independent lognormal delay.
 
     ``svc`` parameters and ``d_mean``/``d_scv`` have shape (K, 1); q/lam/servers shape (N,).
@@ -207,7 +210,7 @@ def _lognormal_delay_quantiles(discipline, q, lam, servers, svc, d_mean, d_scv, 
     lam_u, srv_u = keys[0], keys[1].astype(np.int64)
     tg = np.geomspace(t_lo, t_hi, _SF_GRID)
     svc3 = svc._expand(1)                                          # params (K, 1, 1)
-    sf = _queue_sf(discipline, tg, lam_u[:, None], srv_u[:, None], svc3, slices)   # (K, J, G)
+    sf = _queue_sf(discipline, tg, lam_u[:, None], srv_u[:, None], svc3, slices, admission)   # (K, J, G)
     sf = np.broadcast_to(sf, (svc.shape[0], lam_u.size, tg.size))
     logsf = np.log(np.clip(sf, 1e-300, 1.0))
     u, w = np.polynomial.hermite.hermgauss(_GH_NODES)
@@ -246,9 +249,11 @@ def _lognormal_delay_quantiles(discipline, q, lam, servers, svc, d_mean, d_scv, 
 class _Model:
     """Free parameters in a search space; ``quantiles(Theta)`` is vectorised over parameter sets."""
 
-    def __init__(self, obs: _Obs, discipline, family, delay, scv_fixed, mean_fixed, delay_fixed, slices=1):
+    def __init__(self, obs: _Obs, discipline, family, delay, scv_fixed, mean_fixed, delay_fixed, slices=1,
+                 admission="fifo"):
         self.obs, self.discipline, self.family, self.delay = obs, discipline, family, delay
         self.slices = int(slices)
+        self.admission = admission
         self.mean_fixed, self.scv_fixed, self.delay_fixed = mean_fixed, scv_fixed, delay_fixed
         self.t_ref = float(obs.t.min())
         names, lo, hi = [], [], []
@@ -320,8 +325,8 @@ class _Model:
             return _lognormal_delay_quantiles(self.discipline, q, lam, servers, svc,
                                               p["delay_mean"][:, None], p["delay_scv"][:, None],
                                               self.t_ref * 1e-3, float(self.obs.t.max()) * 30,
-                                              self.slices)
-        x = _queue_quantile(self.discipline, q, lam, servers, svc, self.slices)
+                                              self.slices, self.admission)
+        x = _queue_quantile(self.discipline, q, lam, servers, svc, self.slices, self.admission)
         x = np.broadcast_to(x, (theta.shape[0], np.size(q)))
         if self.delay == "constant":
             x = x + p["delay"][:, None]
@@ -539,6 +544,10 @@ class PercentileFit(FitResult):
         How far each parameter can move (a factor, or seconds for a constant
         delay) while the model percentiles change by at most 1 % RMS: the
         identifiability diagnostic that does not need a sample size.
+    slices_, slices_range_, admission_
+        ``discipline="rr"`` only (None otherwise): the fitted or held slice
+        count, the counts consistent with the data, and the admission rule
+        the model used (``"fifo"`` or ``"idle"``, as given).
     """
 
     discipline: str
@@ -570,7 +579,7 @@ class PercentileFit(FitResult):
         if isinstance(self.delay_, Service):
             raise NotImplementedError("ceiling() supports no delay or a constant delay; "
                                       "use predict() on a grid")
-        extra = {"slices": self.slices_} if self.discipline == "rr" else {}
+        extra = {"slices": self.slices_, "admission": self.admission_} if self.discipline == "rr" else {}
         return qps_ceiling(self.service_, self._servers_default, slo, discipline=self.discipline,
                            delay=float(self.delay_ or 0.0), **extra)
 
@@ -590,6 +599,7 @@ def from_percentiles(
     confidence: float = 0.95,
     max_nfev: int = 60,
     slices: int | str | None = None,
+    admission: str = "fifo",
 ) -> PercentileFit:
     """Fit the CPU service-time distribution (and a non-CPU delay) to latency percentiles.
 
@@ -637,8 +647,16 @@ def from_percentiles(
         (1, 2, 3, 5, 8, 13, 20, 50), the best RMS wins.  Sets ``slices_``,
         ``slices_range_`` (the counts consistent with the data) and
         ``slice_profile_`` (k -> RMS relative residual, also in ``tables_``).
-        Any constant ``delay`` absorbs the ``(k - 1) * slice_delay`` of
-        :mod:`capacity.rr`.
+        The model has no slice delay: with ``admission="fifo"`` any constant
+        ``delay`` absorbs the ``(k - 1) * slice_delay`` of :mod:`capacity.rr`
+        exactly; with ``"idle"`` only approximately (there the slice delay
+        also changes who waits).
+    admission : {"fifo", "idle"}, default "fifo"
+        ``discipline="rr"`` only: when a new request joins the run queue --
+        at once (``"fifo"``) or only when no request in flight is runnable
+        (``"idle"``: Node.js 20 handlers awaiting ``setTimeout``; see
+        :func:`capacity.rr.mean_response`).  Held, not fitted; recorded in
+        ``admission_`` (None for other disciplines) and the model name.
 
     Returns
     -------
@@ -773,6 +791,9 @@ def from_percentiles(
     if discipline not in ("ps", "fcfs", "rr"):
         raise ValueError(f"discipline must be 'ps', 'fcfs' or 'rr', got {discipline!r}")
     slices_fixed, profile_ks = _check_fit_slices(discipline, slices)
+    from ..plan._core import _check_admission
+
+    admission = _check_admission(discipline, admission)
     if family not in _FAMILIES:
         raise ValueError(f"family must be one of {_FAMILIES}, got {family!r}")
     if not (0 < confidence < 1) or isinstance(confidence, bool):
@@ -810,7 +831,7 @@ def from_percentiles(
         mean_fixed = float(np.sum(util * srv_o) / np.sum(lam_o))
         util_spread = float(np.ptp(per) / mean_fixed) if per.size > 1 else 0.0
     model = _Model(obs, discipline, family, delay, scv_fixed, mean_fixed, delay_fixed,
-                   slices=1 if slices_fixed is None else slices_fixed)
+                   slices=1 if slices_fixed is None else slices_fixed, admission=admission)
     if mean_fixed is not None and np.any(obs.lam * mean_fixed >= obs.servers):
         raise ValueError(f"utilization implies E[S] = {mean_fixed:g} s, which saturates the busiest "
                          "observation (utilisation >= 1)")
@@ -823,7 +844,8 @@ def from_percentiles(
 
     rr_name = ""
     if discipline == "rr":
-        rr_name = f" ({slices_fixed} slices)" if profile_ks is None else " (slices fitted)"
+        rr_name = f"{slices_fixed} slices" if profile_ks is None else "slices fitted"
+        rr_name = f" ({rr_name}{', idle admission' if admission == 'idle' else ''})"
     res = PercentileFit(
         f"{discipline.upper()} queue{rr_name}, {family} CPU time"
         + ("" if delay is None else f" + {delay} delay"),
@@ -845,7 +867,8 @@ def from_percentiles(
         fits = {}
         prev = None
         for k in profile_ks:   # ascending: each fit starts from its neighbour's optimum
-            mk = _Model(obs, discipline, family, delay, scv_fixed, mean_fixed, delay_fixed, slices=k)
+            mk = _Model(obs, discipline, family, delay, scv_fixed, mean_fixed, delay_fixed, slices=k,
+                        admission=admission)
             fits[k] = (mk,) + _fit_model(mk, obs, max_nfev, prev)
             prev = fits[k][1]
         rms_k = {k: float(np.sqrt(np.mean(f[2] ** 2))) for k, f in fits.items()}
@@ -910,6 +933,7 @@ def from_percentiles(
 
     # ---- slices: the fitted (or held) number of slices and, when profiled, its consistent range
     res.slices_ = model.slices if discipline == "rr" else None
+    res.admission_ = admission if discipline == "rr" else None
     res.slice_profile_ = None
     slices_range = None
     if profile_ks is not None:

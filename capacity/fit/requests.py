@@ -219,7 +219,8 @@ def from_requests(
     confidence : float
         Interval coverage.
     **fit_kwargs
-        Passed to :func:`from_percentiles` (``scv``, ``max_nfev``); not
+        Passed to :func:`from_percentiles` (``scv``, ``max_nfev``, and for
+        ``discipline="rr"`` ``slices`` and ``admission``); not
         ``utilization`` (one value cannot describe every load bin).
 
     Returns

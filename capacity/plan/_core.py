@@ -161,8 +161,20 @@ def _mm1_fcfs_ceiling(mean: np.ndarray, q: np.ndarray, t: np.ndarray) -> np.ndar
     return np.where(t > 0, np.maximum(rate, 0.0), 0.0)
 
 
-def _check_rr(discipline: str, slices, slice_delay) -> tuple[int, float]:
-    """Validated ``(slices, slice_delay)``; only ``discipline="rr"`` may set them."""
+def _check_admission(discipline: str, admission) -> str:
+    """Validated ``admission`` (:mod:`capacity.rr`); only ``discipline="rr"`` may leave ``"fifo"``.
+    Shared by the planners and :func:`capacity.fit.from_percentiles`."""
+    from ..rr import _check_admission as _valid_admission
+
+    _valid_admission(admission)
+    if discipline != "rr" and admission != "fifo":
+        raise ValueError(f"admission applies to discipline='rr' only, got admission={admission!r} with "
+                         f"discipline={discipline!r}")
+    return admission
+
+
+def _check_rr(discipline: str, slices, slice_delay, admission="fifo") -> tuple[int, float, str]:
+    """Validated ``(slices, slice_delay, admission)``; only ``discipline="rr"`` may set them."""
     if discipline not in ("ps", "fcfs", "rr"):
         raise ValueError(f"discipline must be 'ps', 'fcfs' or 'rr', got {discipline!r}")
     if isinstance(slices, (bool, np.bool_)) or not np.ndim(slices) == 0 or not float(slices).is_integer() \
@@ -171,14 +183,26 @@ def _check_rr(discipline: str, slices, slice_delay) -> tuple[int, float]:
     d = float(check_nonnegative(slice_delay, "slice_delay"))
     if discipline != "rr" and (slices != 1 or d != 0):
         raise ValueError(f"slices and slice_delay apply to discipline='rr' only, got {discipline!r}")
-    return int(slices), d
+    return int(slices), d, _check_admission(discipline, admission)
 
 
-def _rr_quantile(slices: int) -> Callable:
+def _rr_additive_delay(slices: int, slice_delay: float, admission: str) -> float:
+    """The part of the rr response that is a constant added to every quantile: ``(k - 1) d`` for
+    ``admission="fifo"`` (exact in :mod:`capacity.rr`), none for ``"idle"`` (there the slice delay
+    also changes who waits, so it goes into the rr model itself)."""
+    return (slices - 1) * slice_delay if admission == "fifo" else 0.0
+
+
+def _rr_quantile(slices: int, slice_delay: float = 0.0, admission: str = "fifo") -> Callable:
+    """``quantile(q, rate, svc, c)`` of :func:`capacity.rr.response_quantile`.
+
+    ``slice_delay`` is what remains of the slice delay after :func:`_rr_additive_delay` took its
+    additive part off the thresholds: 0 for ``"fifo"``, the delay itself for ``"idle"``."""
     from .. import rr
 
     def quantile(q, rate, svc, c):
-        return rr.response_quantile(q, rate, svc, c, slices=slices)
+        return rr.response_quantile(q, rate, svc, c, slices=slices, slice_delay=slice_delay,
+                                    admission=admission)
     return quantile
 
 
@@ -249,7 +273,7 @@ class Ceiling:
 
 def qps_ceiling(service: Service | ArrayLike, servers: ArrayLike = 1, slo: Mapping[float, float] | None = None,
                 discipline: str = "ps", delay: float = 0.0, *, slo_on: str = "response", slices: int = 1,
-                slice_delay: float = 0.0, method: str = "exact") -> Ceiling:
+                slice_delay: float = 0.0, admission: str = "fifo", method: str = "exact") -> Ceiling:
     """The highest request rate at which every SLO percentile holds.
 
     Parameters
@@ -275,8 +299,14 @@ def qps_ceiling(service: Service | ArrayLike, servers: ArrayLike = 1, slo: Mappi
     slices : int, optional
         ``discipline="rr"`` only: CPU slices per request (1 is FCFS exactly).
     slice_delay : float, optional
-        ``discipline="rr"`` only: non-CPU delay between slices, seconds; like ``delay`` it
-        shrinks each threshold, by ``(slices - 1) * slice_delay`` (exact in the rr model).
+        ``discipline="rr"`` only: non-CPU delay between slices, seconds; with
+        ``admission="fifo"`` it shrinks each threshold like ``delay``, by
+        ``(slices - 1) * slice_delay`` (exact in the rr model); with ``"idle"`` it enters the
+        rr model itself (it also decides when new requests get in).
+    admission : {"fifo", "idle"}, optional
+        ``discipline="rr"`` only: when a new request joins the run queue -- at once
+        (``"fifo"``, default) or only when no request in flight is runnable (``"idle"``: Node.js
+        20 handlers that ``await`` a ``setTimeout``); see :func:`capacity.rr.mean_response`.
     method : {"exact", "curve"}, optional
         ``"exact"`` (default) solves the forward model; ``"curve"`` reads the ceiling off the
         cached scale-free latency curve (:func:`capacity.plan.latency_curve`,
@@ -304,7 +334,7 @@ def qps_ceiling(service: Service | ArrayLike, servers: ArrayLike = 1, slo: Mappi
 
     Round robin (``"rr"``, ``slices > 1``) solves ``log quantile_q(T; lambda) = log t`` on
     :func:`capacity.rr.response_quantile` (its ``response_sf`` interpolates between tail
-    levels), with the same solver; ``slices=1`` is the FCFS computation.
+    levels), with the same solver; ``slices=1`` is the FCFS computation (either admission).
 
     The accuracy is that of the forward model: exact for M/G/1 and M/M/c FCFS and for PS with
     phase-type service on one core or exponential service on ``c`` cores; approximate otherwise
@@ -340,7 +370,7 @@ def qps_ceiling(service: Service | ArrayLike, servers: ArrayLike = 1, slo: Mappi
     delay_f = float(check_nonnegative(delay, "delay"))
     if slo_on == "wait" and delay_f > 0:
         raise ValueError("delay applies to the response time; with slo_on='wait' it must be 0")
-    k, d_slice = _check_rr(discipline, slices, slice_delay)
+    k, d_slice, adm = _check_rr(discipline, slices, slice_delay, admission)
     if method not in ("exact", "curve"):
         raise ValueError(f"method must be 'exact' or 'curve', got {method!r}")
     if discipline == "rr" and slo_on != "response":
@@ -350,7 +380,11 @@ def qps_ceiling(service: Service | ArrayLike, servers: ArrayLike = 1, slo: Mappi
     if (p < _MIN_FRACTION).any():
         raise ValueError(f"slo quantile must be at most 1 - {_MIN_FRACTION:g} (the forward models resolve "
                          f"tail fractions only down to ~1e-9), got {qs.max()!r}")
-    t_eff = ts - delay_f - (k - 1) * d_slice
+    # The constant part of the latency comes off the thresholds; for admission="idle" the slice
+    # delay is not constant and stays in the rr model (d_model).
+    d_add = _rr_additive_delay(k, d_slice, adm)
+    d_model = d_slice if (k > 1 and adm == "idle") else 0.0
+    t_eff = ts - delay_f - d_add
 
     closed = (model == "fcfs" and slo_on == "response" and service.family == "exponential"
               and bool(np.all(c == 1)) and method == "exact")
@@ -358,7 +392,7 @@ def qps_ceiling(service: Service | ArrayLike, servers: ArrayLike = 1, slo: Mappi
         if slo_on != "response":
             raise ValueError("method='curve' covers response-time SLOs only")
         from .curves import _curve_rates
-        rates, reason, capacity = _curve_rates(service, c, qs, t_eff, discipline, k)
+        rates, reason, capacity = _curve_rates(service, c, qs, t_eff, discipline, k, d_model, adm)
     elif closed:
         mean = np.asarray(service.mean, dtype=float)[..., None]
         shape = np.broadcast_shapes(c[..., None].shape, mean.shape, ts.shape)
@@ -367,7 +401,7 @@ def qps_ceiling(service: Service | ArrayLike, servers: ArrayLike = 1, slo: Mappi
         at_zero = np.exp(-np.where(t_eff > 0, t_eff, 0.0) / mean)
         reason = np.broadcast_to(np.where(t_eff <= 0, 1, np.where(at_zero > p, 2, 0)), shape)
     elif model == "rr":
-        rates, reason, capacity = _max_rates_quantile(_rr_quantile(k), service, c, t_eff, qs)
+        rates, reason, capacity = _max_rates_quantile(_rr_quantile(k, d_model, adm), service, c, t_eff, qs)
     else:
         rates, reason, capacity = _max_rates(_tail_function(model, slo_on), service, c, t_eff, p)
 
@@ -382,7 +416,7 @@ def qps_ceiling(service: Service | ArrayLike, servers: ArrayLike = 1, slo: Mappi
     result_rates = {float(q): _out(rates[..., i]) for i, q in enumerate(qs)}
     res = dict(qps=_out(qps), capacity_qps=_out(cap), ratio=_out(qps / cap), binding=_out(binding),
                rates=result_rates, feasible=_out(feasible), slo={float(q): float(t) for q, t in zip(qs, ts)},
-               discipline=discipline, servers=_out(c), delay=delay_f + (k - 1) * d_slice, slo_on=slo_on)
+               discipline=discipline, servers=_out(c), delay=delay_f + d_add, slo_on=slo_on)
     text = _explain_ceiling(res, service, reason, qs, ts, which, first_bad)
     return Ceiling(**res, explanation=text)
 
@@ -786,7 +820,8 @@ def burst_tolerance(service: Service | ArrayLike, servers: ArrayLike, timeout: A
 def timeout_safe_rate(service: Service | ArrayLike, servers: ArrayLike, timeout: float,
                       max_timeout_fraction: float = 1e-3, discipline: str = "ps", *,
                       delay: float = 0.0, burst_qps: float | None = None, slices: int = 1,
-                      slice_delay: float = 0.0, method: str = "exact") -> TimeoutSafeRate:
+                      slice_delay: float = 0.0, admission: str = "fifo",
+                      method: str = "exact") -> TimeoutSafeRate:
     """The highest request rate at which at most ``max_timeout_fraction`` of requests time out.
 
     Parameters
@@ -803,8 +838,9 @@ def timeout_safe_rate(service: Service | ArrayLike, servers: ArrayLike, timeout:
         As in :func:`qps_ceiling` (burst tolerance: ``ps`` and ``fcfs`` only).
     delay : float, optional
         Constant non-CPU latency per response, seconds.
-    slices, slice_delay : optional
-        Round robin only, as in :func:`qps_ceiling`.
+    slices, slice_delay, admission : optional
+        Round robin only, as in :func:`qps_ceiling` (``admission``: ``"fifo"``, default, or
+        ``"idle"``).
     method : {"exact", "curve"}, optional
         ``"curve"``: read the rate off the cached latency curve of the ``1 - fraction`` quantile
         (:func:`qps_ceiling` with ``method="curve"``), fast enough for sliders; default exact.
@@ -853,7 +889,7 @@ def timeout_safe_rate(service: Service | ArrayLike, servers: ArrayLike, timeout:
     frac = float(check_quantile(max_timeout_fraction, "max_timeout_fraction"))
     to = float(check_positive(timeout, "timeout"))
     res = qps_ceiling(service, servers, {1.0 - frac: to}, discipline=discipline, delay=delay, slices=slices,
-                      slice_delay=slice_delay, method=method)
+                      slice_delay=slice_delay, admission=admission, method=method)
     service = as_service(service)
     if np.ndim(res.qps):
         text = res.explanation
