@@ -1,10 +1,13 @@
 """Smoke test of the validation harness against a real Node.js (Koa) server.
 
-Runs a short version of ``validation/run.py`` (blocking 5 ms handler: a
-low-load calibration point and one point at utilisation ~0.3) and checks
-that the harness produced points, that the server's own CPU time per request
-matches the handler's busy loop, and that the M/D/1 FCFS prediction fitted on
-the calibration point matches the measured latency.
+Runs a short version of ``validation/run.py`` (a blocking 5 ms handler and
+the same 5 ms in five slices separated by ``await setTimeout(0)``: a
+low-load calibration point each, and one point at utilisation ~0.3) and
+checks that the harness produced points, that the server's own CPU time per
+request matches the handler's busy loop, and that the M/D/1 FCFS prediction
+(blocking) and the event-loop prediction (sliced: the simulated loop with
+in-flight-first admission) fitted on the calibration point match the
+measured latency.
 
 Skips where Node.js or the server's dependencies are absent
 (``npm ci --prefix validation/server`` installs them).
@@ -51,9 +54,9 @@ def quick_run(tmp_path_factory):
     finally:
         sys.path.remove(str(VALIDATION))
     out = tmp_path_factory.mktemp("validation")
-    args = harness.parse_args(["--quick", "--handlers", "cpu", "--utils", "0.3", "--duration", "4",
+    args = harness.parse_args(["--quick", "--handlers", "cpu,sliced", "--utils", "0.3", "--duration", "4",
                                "--calib-duration", "3", "--no-plot", "--out", str(out),
-                               "--max-total", "90"])
+                               "--max-total", "150"])
     res = harness.sweep(args)
     assert (out / "points.csv").is_file() and (out / "points.json").is_file()
     return res
@@ -82,15 +85,19 @@ def test_cpu_per_request_matches_busy_loop(quick_run):
     assert 0 <= overhead < 2.0, overhead
 
 
-def test_fcfs_prediction_at_low_utilisation(quick_run):
-    point = _rows(quick_run, "cpu", "point")[0]
+@pytest.mark.parametrize("handler", ["cpu", "sliced"])
+def test_prediction_at_low_utilisation(quick_run, handler):
+    point = _rows(quick_run, handler, "point")[0]
     if point["status"] != "ok":
         pytest.skip(f"the load generator refused the point (machine too busy to keep a Poisson "
                     f"schedule): {point.get('reason')}")
     assert 0.2 < point["measured_util"] < 0.4, point["measured_util"]
     for stat, tol in (("mean", MEAN_TOL), ("p50", P50_TOL), ("p99", P99_TOL)):
-        err = point[f"err_{stat}"]
-        assert math.isfinite(err) and abs(err) < tol, (stat, point[f"meas_{stat}"], point[f"pred_{stat}"])
+        # the model's prediction for Poisson arrivals at the measured utilisation, and the same
+        # model replayed on the run's own send times
+        for name in ("err", "err_obs"):
+            err = point[f"{name}_{stat}"]
+            assert math.isfinite(err) and abs(err) < tol, (name, stat, point[f"meas_{stat}"], point[f"pred_{stat}"])
 
 
 def _import_harness():
@@ -102,15 +109,18 @@ def _import_harness():
     return harness
 
 
-def test_sliced_handlers_use_rr_with_their_k():
+def test_sliced_handlers_use_the_event_loop_model_with_their_k():
     """No Node needed: the await-sliced handlers' primary model is the
-    event-loop round robin with slices = the path's k; the blocking one FCFS."""
+    simulated event loop with slices = the path's k, in-flight-first admission
+    for timer awaits and FIFO admission for setImmediate; the blocking one FCFS."""
     harness = _import_harness()
     full = {h.name: h for h in harness.FULL_HANDLERS}
-    assert (full["sliced"].model, full["sliced"].slices) == ("rr", 5)
-    assert (full["sliced-immediate"].model, full["sliced-immediate"].slices) == ("rr", 5)
-    assert (full["mix"].model, full["mix"].slices) == ("rr", 2)
+    assert (full["sliced"].model, full["sliced"].slices, full["sliced"].admission) == ("loop", 5, "idle")
+    assert (full["sliced-immediate"].model, full["sliced-immediate"].slices,
+            full["sliced-immediate"].admission) == ("loop", 5, "fifo")
+    assert (full["mix"].model, full["mix"].slices, full["mix"].admission) == ("loop", 2, "idle")
     assert (full["cpu"].model, full["cpu"].slices) == ("fcfs", 1)
+    assert all(h.twin is not None for h in full.values() if h.slices > 1)
     assert harness.slices_of("/mix?cpu=6&io=20&k=2") == 2
     assert harness.slices_of("/cpu?ms=5") == 1
     # rr with one slice is FCFS; with 5 slices it lies between FCFS and PS
@@ -147,3 +157,45 @@ def test_p99_crossing_utilisation():
     assert exact["util_measured"] > 0.3 and exact["util_measured"] < 0.8
     slow = harness.p99_crossing(table(1.1))[0]
     assert 0.05 < slow["error"] < 0.15
+
+
+def test_calibration_arithmetic():
+    """No Node needed.  The gap between slices is the twin's median latency over the
+    overhead handler's, less the twin's extra CPU, per gap: (5.76 - 0.33 - (0.82 - 0.17)) / 4
+    = 1.195 ms (the values of a quiet-machine calibration of /sliced?k=5&ms=2.2); the base
+    latency makes each model's p50 equal the measured one at the calibration point."""
+    harness = _import_harness()
+    h = {x.name: x for x in harness.FULL_HANDLERS}["sliced"]
+    overhead = {"status": "ok", "meas_p50": 0.33, "cpu_per_req_ms": 0.17}
+    twin = {"status": "ok", "meas_p50": 5.76, "cpu_per_req_ms": 0.82}
+    cal = {"status": "ok", "cpu_per_req_ms": 11.8, "measured_util": 0.104, "meas_p50": 18.8}
+    harness.calibrate(cal, h, overhead, twin)
+    assert cal["delay_ms"] == pytest.approx(1.195)
+    assert cal["service_ms"] == pytest.approx(11.8)
+    for model in ("fcfs", "rr", "loop"):
+        lam = 0.104 / 0.0118
+        p50 = harness.model_stats(model, lam, 0.0118, cal[f"base_{model}_ms"], 5, "idle", cal["delay_ms"],
+                                  quantiles=("p50",))["p50"][0]
+        assert p50 == pytest.approx(18.8, rel=1e-9), model
+    # the loop model carries the four 1.2 ms gaps itself, so its base is ~4.8 ms below FCFS's
+    assert 4.0 < cal["base_fcfs_ms"] - cal["base_loop_ms"] < 5.5
+
+
+def test_trace_admission_counting():
+    """No Node needed.  validation/admission.py counts, per batch of first slices, the older
+    requests in flight.  Hand-made trace, 3 slices per request: A alone (0 older); after A's
+    second slice B and C are admitted together while A is in flight (one batch, 1 older); D is
+    admitted after all three finished (0 older)."""
+    import pandas as pd
+
+    sys.path.insert(0, str(VALIDATION))
+    try:
+        import admission as tracer  # validation/admission.py
+    finally:
+        sys.path.remove(str(VALIDATION))
+    order = [(0, 0), (0, 1), (1, 0), (2, 0), (0, 2), (1, 1), (2, 1), (1, 2), (2, 2), (3, 0), (3, 1), (3, 2)]
+    rows = [(req, sl, float(i), float(i + 1)) for i, (req, sl) in enumerate(order)]  # req, slice, start, end
+    trace = pd.DataFrame(rows, columns=["req", "slice", "start_ms", "end_ms"]).assign(entry_ms=0.0)
+    adm = tracer.admissions(trace)
+    assert adm["older_in_flight"].tolist() == [0, 1, 0]
+    assert adm["start_ms"].tolist() == [0.0, 2.0, 9.0]

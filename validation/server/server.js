@@ -2,7 +2,7 @@
 // A small Koa server with configurable handlers, for validating capacity's
 // queueing models against a real event loop.  Single process, loopback only.
 //
-//   node server.js [--port N] [--max-seconds S] [--watch-stdin]
+//   node server.js [--port N] [--max-seconds S] [--watch-stdin] [--trace FILE]
 //
 // Port: --port, else $PORT, else 0 (the OS picks one).  The first line on
 // stdout is always JSON: {"port": N, "pid": P, "node": "v20..."}.
@@ -30,6 +30,12 @@
 //                              wall time, event-loop utilisation and request
 //                              counts since the last /reset
 //   /reset                     zero the counters (CPU and wall baselines too)
+//                              and the trace
+//   /trace                     with --trace FILE: write the trace recorded
+//                              since the last /reset to FILE (CSV, one row per
+//                              slice: req, slice, start_ms, end_ms, entry_ms;
+//                              performance.now() of this process) and answer
+//                              {"rows": N}.  Tracing costs ~1 us per slice.
 //
 // Work routes (/cpu, /sliced, /io, /mix) count as requests; /noop, /stats and
 // /reset do not, so CPU per request = cpu_ms / completed is the handler's CPU
@@ -45,14 +51,16 @@ function parseArgs(argv) {
     port: process.env.PORT !== undefined ? Number(process.env.PORT) : 0,
     maxSeconds: 3600,
     watchStdin: false,
+    trace: null,
   };
   for (let i = 2; i < argv.length; i++) {
     const a = argv[i];
     if (a === '--port') out.port = Number(argv[++i]);
     else if (a === '--max-seconds') out.maxSeconds = Number(argv[++i]);
     else if (a === '--watch-stdin') out.watchStdin = true;
+    else if (a === '--trace') out.trace = argv[++i];
     else if (a === '--help' || a === '-h') {
-      process.stdout.write('usage: node server.js [--port N] [--max-seconds S] [--watch-stdin]\n');
+      process.stdout.write('usage: node server.js [--port N] [--max-seconds S] [--watch-stdin] [--trace FILE]\n');
       process.exit(0);
     } else {
       process.stderr.write(`unknown argument: ${a}\n`);
@@ -73,6 +81,17 @@ function spin(ms) {
   const end = performance.now() + ms;
   let x = 0;
   while (performance.now() < end) x++;
+  return x;
+}
+
+// Optional trace of when each slice ran (see /trace): the schedule the event
+// loop actually produced, to compare with the models' scheduling rules.
+let trace = null; // array of [req, slice, start, end, entry] when tracing
+let traceSeq = 0;
+function traced(ctx, slice, ms) {
+  const start = performance.now();
+  const x = spin(ms);
+  if (trace !== null) trace.push([ctx.state.traceId, slice, start, performance.now(), ctx.state.entry]);
   return x;
 }
 
@@ -108,7 +127,7 @@ function yieldKind(q) {
 const handlers = {
   async '/cpu'(ctx) {
     const ms = num(ctx.query, 'ms', 11);
-    spin(ms);
+    traced(ctx, 0, ms);
     ctx.body = 'ok';
   },
   async '/sliced'(ctx) {
@@ -117,7 +136,7 @@ const handlers = {
     const yld = yieldKind(ctx.query);
     if (!Number.isInteger(k)) ctx.throw(400, 'k must be an integer');
     for (let i = 0; i < k; i++) {
-      spin(ms);
+      traced(ctx, i, ms);
       if (i < k - 1) await yld();
     }
     ctx.body = 'ok';
@@ -135,12 +154,12 @@ const handlers = {
     if (!Number.isInteger(k)) ctx.throw(400, 'k must be an integer');
     const slice = cpu / k;
     if (k === 1) {
-      spin(slice);
+      traced(ctx, 0, slice);
       if (io > 0) await sleep(io);
     } else {
       const wait = io / (k - 1);
       for (let i = 0; i < k; i++) {
-        spin(slice);
+        traced(ctx, i, slice);
         if (i < k - 1) await (wait > 0 ? sleep(wait) : yld());
       }
     }
@@ -198,7 +217,17 @@ function main() {
     }
     if (path === '/reset') {
       counters = freshCounters();
+      if (args.trace !== null) trace = [];
       ctx.body = { reset: true };
+      return;
+    }
+    if (path === '/trace') {
+      if (args.trace === null) ctx.throw(404, 'start the server with --trace FILE');
+      const rows = trace || [];
+      const lines = ['req,slice,start_ms,end_ms,entry_ms'];
+      for (const r of rows) lines.push(`${r[0]},${r[1]},${r[2].toFixed(4)},${r[3].toFixed(4)},${r[4].toFixed(4)}`);
+      require('node:fs').writeFileSync(args.trace, lines.join('\n') + '\n');
+      ctx.body = { rows: rows.length };
       return;
     }
     if (path === '/noop') {
@@ -213,6 +242,8 @@ function main() {
       return;
     }
     counters.started++;
+    ctx.state.traceId = traceSeq++;
+    ctx.state.entry = performance.now();
     counters.byRoute[path] = (counters.byRoute[path] || 0) + 1;
     try {
       await handler(ctx);
