@@ -3,7 +3,11 @@
 Hypothesis is derandomised so every run (and CI) draws the same examples: a
 failure is reproducible, and no run passes by luck of the draw.
 """
+import numpy as np
+import pytest
 from hypothesis import HealthCheck, settings
+
+from capacity import rr
 
 settings.register_profile(
     "capacity",
@@ -13,3 +17,18 @@ settings.register_profile(
     print_blob=True,
 )
 settings.load_profile("capacity")
+
+
+@pytest.fixture(params=["shipped", "stand-in"])
+def idle_constants(request, monkeypatch):
+    """capacity.rr's admission="idle" constants as shipped, or arbitrary non-zero stand-ins of the
+    same shape, under which the slice delay changes the idle quantiles non-additively (a planner
+    that drops it, or takes (k - 1) d off the threshold as for fifo, fails).  Tests using it
+    compare the planners, fits and curves with rr itself, never with numbers that depend on the
+    constants."""
+    if request.param == "stand-in":
+        n = len(rr._IDLE_MEAN)
+        monkeypatch.setattr(rr, "_IDLE_MEAN", tuple(np.linspace(0.3, 0.7, n)))
+        rows = rr._IDLE_Q.shape[0]
+        monkeypatch.setattr(rr, "_IDLE_Q", np.linspace(0.2, 0.6, n)[None, :] + 0.1 * np.arange(rows)[:, None])
+    return request.param

@@ -116,16 +116,6 @@ def test_slices_need_rr():
 # admission="idle" is passed through (model quantiles from capacity.rr itself, no simulation)
 
 
-@pytest.fixture(params=["shipped", "stand-in"])
-def idle_constants(request, monkeypatch):
-    """rr's admission="idle" constants as shipped, or arbitrary non-zero stand-ins of the same
-    shape.  The tests compare the fit with rr itself, never with numbers that depend on them."""
-    if request.param == "stand-in":
-        n = len(rr._IDLE_MEAN)
-        monkeypatch.setattr(rr, "_IDLE_MEAN", tuple(np.linspace(0.3, 0.7, n)))
-        rows = rr._IDLE_Q.shape[0]
-        monkeypatch.setattr(rr, "_IDLE_Q", np.linspace(0.2, 0.6, n)[None, :] + 0.1 * np.arange(rows)[:, None])
-    return request.param
 
 
 def _rr_model_obs(admission: str, utilization: bool = False) -> list[dict]:

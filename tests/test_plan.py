@@ -151,18 +151,6 @@ def test_ceiling_bad_input(kwargs, match):
 # rr with admission="idle": the planners solve what capacity.rr gives
 
 
-@pytest.fixture(params=["shipped", "stand-in"])
-def idle_constants(request, monkeypatch):
-    """rr's admission="idle" constants as shipped, or arbitrary non-zero stand-ins of the same
-    shape.  Under the stand-ins the slice delay changes the idle quantiles non-additively, so a
-    planner that drops it, or takes (k - 1) d off the threshold as for fifo, fails.  The tests
-    compare the planners with rr itself, never with numbers that depend on the constants."""
-    if request.param == "stand-in":
-        n = len(rr._IDLE_MEAN)
-        monkeypatch.setattr(rr, "_IDLE_MEAN", tuple(np.linspace(0.3, 0.7, n)))
-        rows = rr._IDLE_Q.shape[0]
-        monkeypatch.setattr(rr, "_IDLE_Q", np.linspace(0.2, 0.6, n)[None, :] + 0.1 * np.arange(rows)[:, None])
-    return request.param
 
 
 def _rr_root(q, t, svc, c, **kw):

@@ -159,18 +159,6 @@ def test_rr_ceiling_solves_the_rr_quantile_and_sits_below_fcfs():
     assert fast == pytest.approx(ceilings[2], rel=CURVE_RTOL)
 
 
-@pytest.fixture
-def idle_constants(request, monkeypatch):
-    """rr's admission="idle" constants as shipped, or (default) arbitrary non-zero stand-ins of the
-    same shape, under which the slice delay changes the idle quantiles non-additively.  The tests
-    compare the curves with rr itself, never with numbers that depend on the constants."""
-    which = getattr(request, "param", "stand-in")
-    if which == "stand-in":
-        n = len(rr._IDLE_MEAN)
-        monkeypatch.setattr(rr, "_IDLE_MEAN", tuple(np.linspace(0.3, 0.7, n)))
-        rows = rr._IDLE_Q.shape[0]
-        monkeypatch.setattr(rr, "_IDLE_Q", np.linspace(0.2, 0.6, n)[None, :] + 0.1 * np.arange(rows)[:, None])
-    return which
 
 
 @pytest.mark.parametrize("idle_constants", ["shipped", "stand-in"], indirect=True)

@@ -20,6 +20,8 @@ import pytest
 from capacity import Service, fcfs, ps, rr
 from capacity.sim import _Options, _rr, _rr_many, _run, simulate
 
+from _sample_path import number_in_system_area
+
 D1 = Service.deterministic(1.0)
 
 
@@ -130,14 +132,9 @@ def test_work_conservation_and_little():
     assert a.utilization() == pytest.approx(b.utilization(), rel=1e-9)
     assert a.requests["completion"].max() == pytest.approx(b.requests["completion"].max(), rel=1e-12)
     assert (a.requests["cpu"] == a.requests["service"]).all()
-    req = a.requests
     # Little on [0, end]: time-integral of N = sum of responses (all drain).
-    end = req["completion"].max()
-    t = np.concatenate([req["arrival"], req["completion"]])
-    s = np.concatenate([np.ones(len(req)), -np.ones(len(req))])
-    o = np.argsort(t, kind="stable")
-    area = np.sum(np.diff(np.append(t[o], end)) * np.cumsum(s[o]))
-    assert area == pytest.approx(req["response"].sum(), rel=1e-9)
+    area, total = number_in_system_area(a.requests)
+    assert area == pytest.approx(total, rel=1e-9)
 
 
 # ---------------------------------------------------------------------------- formulas

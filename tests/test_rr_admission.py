@@ -20,6 +20,8 @@ import pytest
 from capacity import Service
 from capacity.sim import ADMISSIONS, _Options, _run, simulate
 
+from _sample_path import number_in_system_area
+
 
 def sizes_run(arrivals, sizes, **kw):
     opts = _Options(discipline="rr", **kw)
@@ -121,13 +123,8 @@ def test_idle_admission_is_work_conserving_and_keeps_little():
     b = simulate(0.85, Service.gamma(1.0, 2.0), **kw)
     assert a.utilization() == pytest.approx(b.utilization(), rel=1e-9)
     assert a.requests["completion"].max() == pytest.approx(b.requests["completion"].max(), rel=1e-12)
-    req = a.requests
-    end = req["completion"].max()
-    t = np.concatenate([req["arrival"], req["completion"]])
-    s = np.concatenate([np.ones(len(req)), -np.ones(len(req))])
-    o = np.argsort(t, kind="stable")
-    area = np.sum(np.diff(np.append(t[o], end)) * np.cumsum(s[o]))
-    assert area == pytest.approx(req["response"].sum(), rel=1e-9)
+    area, total = number_in_system_area(a.requests)
+    assert area == pytest.approx(total, rel=1e-9)
 
 
 def test_idle_admission_is_between_fcfs_and_fifo_for_timer_slices():
