@@ -35,6 +35,11 @@ class QueueInputs:
         self.stable = self.utilization < 1
 
 
+#: When a new request joins an event loop's run queue (``discipline="rr"``): at once
+#: (``"fifo"``) or only when nothing in flight is runnable (``"idle"``); see capacity.rr.
+ADMISSIONS = ("fifo", "idle")
+
+
 def prepare(arrival_rate, service, servers=1) -> QueueInputs:
     """Validate and broadcast ``arrival_rate``, ``service`` and ``servers``."""
     return QueueInputs(arrival_rate, service, servers)

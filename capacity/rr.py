@@ -186,7 +186,7 @@ from typing import Any
 import numpy as np
 
 from . import fcfs, ps
-from ._common import prepare
+from ._common import ADMISSIONS, prepare
 from ._validation import as_float_array, check_nonnegative, check_quantile
 from .distributions import Service
 
@@ -213,8 +213,6 @@ _IDLE_MEAN = (0.4395, 0.1521, 0.1173, -0.2454, 0.8244, 0.1059)
 _IDLE_Q = np.array([[0.6285, -0.0563, 0.2036, 1.2468, 0.0838, -0.6278],
                     [0.6016, 0.0917, -0.0582, 0.5027, -0.9583, 0.8440],
                     [0.6498, 0.1537, -0.2124, 0.1006, -1.7445, 1.3889]])
-#: When a new request joins the run queue (see "Admission" in the module docstring).
-ADMISSIONS = ("fifo", "idle")
 
 
 def _out(arr):
@@ -245,6 +243,13 @@ def _idle(t_f: np.ndarray, t_r0: np.ndarray, base: np.ndarray, rho: np.ndarray, 
         overlap = np.where(gaps + wait > 0, gaps * wait / (gaps + wait), 0.0)
         # share <= 1 keeps the response above its zero-load value plus the gaps (overlap <= wait)
         return no_gaps + gaps - np.minimum(c1 + c2 * rho + c3 * h, 1.0) * overlap
+
+
+def _idle_quantile(qb: np.ndarray, t_f: np.ndarray, t_r0: np.ndarray, base: np.ndarray, rho: np.ndarray,
+                   k: np.ndarray, d: np.ndarray, es: np.ndarray) -> np.ndarray:
+    """:func:`_idle` at probability ``qb`` with its interpolated parameters.  Shared with
+    :mod:`capacity.plan.curves`, which applies it to its cached FCFS and zero-delay tables."""
+    return _idle(t_f, t_r0, base, rho, k, d, es, _q_params(qb, _IDLE_Q))
 
 
 def _check_slices(slices: ArrayLike) -> np.ndarray:
@@ -445,23 +450,23 @@ def conditional_mean_response(size: ArrayLike, arrival_rate: ArrayLike, service:
     es = np.broadcast_to(inp.mean_service, shape)
     stable = np.broadcast_to(inp.stable, shape)
     w_f = np.broadcast_to(np.asarray(fcfs.mean_wait(inp.arrival_rate, inp.service, inp.servers)), shape)
+    kb = np.broadcast_to(k, shape)
+    xs = np.broadcast_to(x, shape)
+    if adm == "idle":
+        # x, the request's own gaps, and a size-independent wait: E[T | x] = x + E[T] - E[S]
+        total = np.broadcast_to(_mean(inp, k, d, np.broadcast_shapes(inp.shape, k.shape, d.shape), "idle"), shape)
+        out = np.where(kb == 1, xs + w_f, xs + (total - es))
+        return _out(np.where(stable, out, np.inf))
     t_p = np.broadcast_to(np.asarray(ps.mean_response(inp.arrival_rate, inp.service, inp.servers)), shape)
     total = np.broadcast_to(_mean(inp, k, np.zeros(()), inp.shape if k.ndim == 0 else
                                   np.broadcast_shapes(inp.shape, k.shape)), shape)
     rho = np.broadcast_to(inp.utilization, shape)
     scv = np.broadcast_to(np.asarray(inp.service.scv, dtype=float), shape)
-    kb = np.broadcast_to(k, shape)
     g, _ = _weights(kb, rho, scv, _MEAN_PARAMS)
-    xs = np.broadcast_to(x, shape)
     with np.errstate(invalid="ignore", divide="ignore"):
         w_p = t_p - es
         fixed = total - es - (1.0 - g) * w_f - g * w_p  # the size-independent excess
         out = xs + (1.0 - g) * w_f + g * w_p * xs / es + fixed + (kb - 1.0) * np.broadcast_to(d, shape)
-    if adm == "idle":
-        gaps = (kb - 1.0) * np.broadcast_to(d, shape)
-        total_idle = np.broadcast_to(_mean(inp, k, d, np.broadcast_shapes(inp.shape, k.shape, d.shape), "idle"),
-                                     shape)
-        out = xs + gaps + (total_idle - es - gaps)
     out = np.where(kb == 1, xs + w_f, out)
     return _out(np.where(stable, out, np.inf))
 
@@ -489,7 +494,7 @@ def _quantile(qb: np.ndarray, inp, k: np.ndarray, d: np.ndarray, shape: tuple,
         out = t_r0 + (kb - 1.0) * db
     else:
         base = np.broadcast_to(np.asarray(svc.ppf(qb), dtype=float), shape)  # the zero-load quantile
-        out = _idle(q_f, t_r0, base, rho, kb, db, es, _q_params(qb, _IDLE_Q))
+        out = _idle_quantile(qb, q_f, t_r0, base, rho, kb, db, es)
     out = np.where(kb == 1, q_f, out)
     return np.where(stable, out, np.inf)
 

@@ -90,6 +90,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from ._common import ADMISSIONS
 from ._validation import as_float_array, check_nonnegative, check_positive, check_quantile, check_servers
 from .distributions import Service, as_service
 
@@ -104,8 +105,6 @@ DISPATCH = ("round_robin", "random", "least_connections")
 ON_TIMEOUT = ("continue", "drop", "deadline")
 #: Queue orders of a FCFS process.
 QUEUES = ("fifo", "adaptive_lifo")
-#: When a new request enters an event loop's run queue (``discipline="rr"``).
-ADMISSIONS = ("fifo", "idle")
 
 # ---------------------------------------------------------------------------- engines
 class _Trace(NamedTuple):

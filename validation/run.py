@@ -356,6 +356,8 @@ def model_stats(model: str, rate, service_s: float, base_ms: float, slices: int 
     if not stable.any():
         return out
     r = rate[stable]
+    if model == "loop" and slices == 1:
+        model = "fcfs"  # one slice: the loop is FCFS, whose M/D/1 values are exact (no simulation)
     if model == "loop":
         sim = _loop_stats(r, service_s, slices, admission, delay_ms / 1e3)
         for k in ("mean", *quantiles):
