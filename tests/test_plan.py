@@ -192,6 +192,17 @@ def test_rr_admission_default_and_one_slice():
     assert idle1.qps == plan.qps_ceiling(svc, 1, slo, discipline="fcfs").qps
 
 
+def test_results_record_the_event_loop_model(idle_constants):
+    """A stored ceiling or timeout-safe rate says which event-loop model it assumed."""
+    kw = dict(slices=4, slice_delay=0.002, admission="idle")
+    ceiling = plan.qps_ceiling(0.01, 1, {0.99: 0.1}, discipline="rr", **kw)
+    safe = plan.timeout_safe_rate(0.01, 1, 0.5, discipline="rr", **kw)
+    for res in (ceiling, safe):
+        assert (res.slices, res.slice_delay, res.admission) == (4, 0.002, "idle")
+    ps = plan.qps_ceiling(0.01, 1, {0.99: 0.1})
+    assert (ps.slices, ps.slice_delay, ps.admission) == (1, 0.0, "fifo")
+
+
 def test_timeout_safe_rate_bad_admission():
     with pytest.raises(ValueError, match="admission.*'sometimes'"):
         plan.timeout_safe_rate(0.01, 1, 0.5, discipline="rr", slices=2, admission="sometimes")

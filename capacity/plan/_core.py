@@ -246,6 +246,9 @@ class Ceiling:
         False where no load meets the SLO.
     explanation : str
         One paragraph of plain text with the numbers.
+    slices, slice_delay, admission
+        The event-loop model the ceiling was computed with (``discipline="rr"``; 1, 0 and
+        ``"fifo"`` for the other disciplines), so that a stored result says what it assumed.
     """
 
     qps: Any
@@ -260,6 +263,9 @@ class Ceiling:
     delay: float
     slo_on: str
     explanation: str = field(repr=False)
+    slices: int = 1
+    slice_delay: float = 0.0
+    admission: str = "fifo"
 
     def headroom(self, arrival_rate: ArrayLike):
         """Fraction by which traffic at ``arrival_rate`` (requests/s) can grow before the SLO
@@ -418,7 +424,7 @@ def qps_ceiling(service: Service | ArrayLike, servers: ArrayLike = 1, slo: Mappi
                rates=result_rates, feasible=_out(feasible), slo={float(q): float(t) for q, t in zip(qs, ts)},
                discipline=discipline, servers=_out(c), delay=delay_f + d_add, slo_on=slo_on)
     text = _explain_ceiling(res, service, reason, qs, ts, which, first_bad)
-    return Ceiling(**res, explanation=text)
+    return Ceiling(**res, explanation=text, slices=int(k), slice_delay=float(d_slice), admission=adm)
 
 
 _DISCIPLINE_TEXT = {"ps": "processor sharing", "fcfs": "FCFS", "rr": "event-loop round robin"}
@@ -723,7 +729,8 @@ def _explain_servers(res: dict, service: Service, lam, c_pool, delay: float) -> 
 @dataclass(frozen=True)
 class TimeoutSafeRate:
     """Result of :func:`timeout_safe_rate`: ``.qps``, ``.capacity_qps``, ``.ratio``,
-    ``.timeout``, ``.max_timeout_fraction``, ``.feasible``, ``.explanation``."""
+    ``.timeout``, ``.max_timeout_fraction``, ``.feasible``, ``.explanation``, and the
+    event-loop model it assumed (``.slices``, ``.slice_delay``, ``.admission``)."""
 
     qps: Any
     capacity_qps: Any
@@ -736,6 +743,9 @@ class TimeoutSafeRate:
     explanation: str = field(repr=False)
     burst_qps: float | None = None
     burst_seconds: Any = None
+    slices: int = 1
+    slice_delay: float = 0.0
+    admission: str = "fifo"
 
     def __str__(self) -> str:
         return self.explanation
@@ -922,7 +932,8 @@ def timeout_safe_rate(service: Service | ArrayLike, servers: ArrayLike, timeout:
                          "model).")
     return TimeoutSafeRate(qps=res.qps, capacity_qps=res.capacity_qps, ratio=res.ratio, timeout=to,
                            max_timeout_fraction=frac, feasible=res.feasible, discipline=discipline,
-                           servers=res.servers, explanation=text, burst_qps=burst, burst_seconds=burst_s)
+                           servers=res.servers, explanation=text, burst_qps=burst, burst_seconds=burst_s,
+                           slices=res.slices, slice_delay=res.slice_delay, admission=res.admission)
 
 
 # ---------------------------------------------------------------------------------------------
