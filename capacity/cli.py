@@ -541,6 +541,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="with --discipline rr: when a new request joins the run queue. fifo: at once "
                          "(default); idle: only when no request in flight is runnable (Node.js 20 handlers "
                          "that await setTimeout)")
+    fi.add_argument("--slice-delay", type=_time_or_zero, default=None, metavar="TIME",
+                    help="with --discipline rr: non-CPU wait between two slices of a request, held "
+                         "fixed, e.g. 1.1ms for await setTimeout(0) on Node.js")
     fi.add_argument("--family", choices=_FIT_FAMILIES, default="lognormal",
                     help="distribution family of the CPU time (default lognormal)")
     fi.add_argument("--cpu-util", type=_util, default=None, metavar="F",
@@ -866,7 +869,7 @@ def _fit_percentiles(args: argparse.Namespace):
         res = from_percentiles(args.percentiles, args.qps, servers=args.servers, discipline=args.discipline,
                                family=args.family, utilization=args.cpu_util, delay=args.delay,
                                n_requests=args.requests, slices=args.slices,
-                               admission=args.admission or "fifo")
+                               admission=args.admission or "fifo", slice_delay=args.slice_delay or 0.0)
     except ValueError as exc:
         # Say it in the command line's words: the argument, and flags instead of keyword arguments.
         msg = _one_line(exc).replace("(utilization=, scv=, delay=<seconds>, family=)",
@@ -892,6 +895,8 @@ def _fit_log(args: argparse.Namespace):
     extra = {} if args.slices is None else {"slices": args.slices}
     if args.admission is not None:
         extra["admission"] = args.admission
+    if args.slice_delay is not None:
+        extra["slice_delay"] = args.slice_delay
     res = from_requests(df, servers=args.servers, discipline=args.discipline, family=args.family,
                         delay=args.delay, bins=args.bins or 4, latency=args.latency or "duration",
                         by_endpoint=False, **extra)
@@ -919,6 +924,8 @@ def _cmd_fit(args: argparse.Namespace) -> tuple[dict, str]:
         raise _UsageError("argument --slices: applies to --discipline rr only")
     if args.admission is not None and args.discipline != "rr":
         raise _UsageError("argument --admission: applies to --discipline rr only")
+    if args.slice_delay is not None and args.discipline != "rr":
+        raise _UsageError("argument --slice-delay: applies to --discipline rr only")
     if args.discipline in ("ps", "rr") and args.family in _SLOW_FAMILIES and args.slices != 1 \
             and sys.stderr.isatty():
         # Not an error: tell a person at a terminal why it is quiet, and how to get a fast answer.
@@ -962,7 +969,7 @@ def _cmd_fit(args: argparse.Namespace) -> tuple[dict, str]:
     data = {"command": "fit", "source": source, "model": fit.model, "discipline": args.discipline,
             "family": args.family, "servers": args.servers,
             "slices": None if fit.slices_ is None else int(fit.slices_),
-            "admission": fit.admission_,
+            "admission": fit.admission_, "slice_delay_s": fit.slice_delay_,
             "cpu_per_request_s": float(fit.cpu_per_request_),
             "cpu_per_request_interval_s": [params["cpu_per_request"]["lower"], params["cpu_per_request"]["upper"]],
             "scv": float(fit.scv_), "delay": delay, "capacity_qps": float(fit.capacity_qps_),

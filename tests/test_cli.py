@@ -344,6 +344,9 @@ def test_fit_unreadable_log_exits_2(tmp_path):
     (["fit", "p50=45ms,p99=300ms", "--qps", "8", "--admission", "idle"], "--admission"),
     (["fit", "p50=45ms,p99=300ms", "--qps", "8", "--discipline", "fcfs", "--admission", "fifo"],
      "--admission"),
+    (["fit", "p50=45ms,p99=300ms", "--qps", "8", "--slice-delay", "1ms"], "--slice-delay"),
+    (["fit", "p50=45ms,p99=300ms", "--qps", "8", "--discipline", "rr", "--slice-delay", "-1ms"],
+     "--slice-delay"),
     (["fit", "p50=45ms,p99=300ms", "--qps", "8", "--cpu-util", "150%"], "--cpu-util"),
     (["fit", "p50=45ms,p99=300ms", "--qps", "8", "--delay", "50ms"], "--delay"),
     (["fit", "p50=45ms,p99=300ms", "--qps", "8", "--delay", "sometimes"], "--delay"),
@@ -387,6 +390,15 @@ def test_fit_rr_admission_is_passed_through_and_recorded():
     out = run("fit", text, "--qps", "50", "--cpu-util", "50%", "--discipline", "fcfs",
               "--family", "exponential", "--json")
     assert out.returncode == 0 and json.loads(out.stdout)["admission"] is None
+    # --slice-delay: the timer gaps are part of the rr model the percentiles come from
+    gapped = ",".join(f"{cli._fmt_pct(q)}={1e3 * float(x):.9f}ms" for q, x in zip(
+        qs, rr.response_quantile(qs, 50.0, svc, slices=5, admission="idle", slice_delay=0.0011)))
+    out = run("fit", gapped, *base[2:], "--admission", "idle", "--slice-delay", "1.1ms")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["slice_delay_s"] == pytest.approx(0.0011)
+    np.testing.assert_allclose([r["model_s"] for r in data["comparison"]], np.asarray(
+        rr.response_quantile(qs, 50.0, svc, slices=5, admission="idle", slice_delay=0.0011)), rtol=1e-9)
     help_text = " ".join(run("fit", "--help").stdout.split())   # argparse wraps to the terminal width
     assert "--admission {fifo,idle}" in help_text and "no request in flight is runnable" in help_text
 
@@ -407,6 +419,9 @@ def test_fit_log_passes_admission(tmp_path, monkeypatch):
     out = run("fit", "--log", str(path), "--discipline", "rr", "--slices", "5", "--admission", "idle")
     assert out.returncode == 2 and "spy" in out.stderr
     assert seen["admission"] == "idle" and seen["slices"] == 5 and seen["discipline"] == "rr"
+    seen.clear()
+    run("fit", "--log", str(path), "--discipline", "rr", "--slice-delay", "1ms")
+    assert seen["slice_delay"] == pytest.approx(0.001)
     seen.clear()
     run("fit", "--log", str(path), "--discipline", "rr")
     assert "admission" not in seen    # from_percentiles' default (fifo)

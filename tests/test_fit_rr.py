@@ -118,12 +118,12 @@ def test_slices_need_rr():
 
 
 
-def _rr_model_obs(admission: str, utilization: bool = False) -> list[dict]:
+def _rr_model_obs(admission: str, utilization: bool = False, slice_delay: float = 0.0) -> list[dict]:
     """p90/p99/p99.9 of rr's own model (k = TRUE_K, exponential 10 ms CPU) at utilisation 0.5, 0.8;
     with ``utilization`` the records also carry it, which holds the mean (one evaluation per fit)."""
     svc = Service.exponential(MEAN)
-    out = [{"percentiles": dict(zip(QS, np.asarray(rr.response_quantile(QS, rho / MEAN, svc, slices=TRUE_K,
-                                                                        admission=admission)))),
+    out = [{"percentiles": dict(zip(QS, np.asarray(rr.response_quantile(
+                QS, rho / MEAN, svc, slices=TRUE_K, admission=admission, slice_delay=slice_delay)))),
             "arrival_rate": rho / MEAN} for rho in (0.5, 0.8)]
     if utilization:
         for rec, rho in zip(out, (0.5, 0.8)):
@@ -170,7 +170,38 @@ def test_admission_default_is_fifo(idle_constants):
                             family="exponential").admission_ is None
 
 
+def test_slice_delay_is_part_of_the_fitted_model(idle_constants):
+    """Percentiles of the idle model with 1.1 ms timer gaps between the slices: given the gap,
+    the fit recovers the CPU per request exactly, and predict/ceiling keep the gap in the model;
+    without it a constant delay cannot stand in for it (the gaps also change who waits)."""
+    from capacity import plan
+
+    gap = 0.0011
+    obs = _rr_model_obs("idle", slice_delay=gap)
+    res = from_percentiles(obs, discipline="rr", slices=TRUE_K, family="exponential", admission="idle",
+                           slice_delay=gap)
+    assert res.cpu_per_request_ == pytest.approx(MEAN, rel=1e-5) and res.slice_delay_ == gap
+    assert res.fit_quality_["rms_rel_error"] < 1e-6
+    assert res.predict(0.99, 70.0) == pytest.approx(
+        rr.response_quantile(0.99, 70.0, res.service_, slices=TRUE_K, admission="idle", slice_delay=gap),
+        rel=1e-9)
+    ceiling = res.ceiling({0.99: 0.1})
+    assert ceiling.slice_delay == gap and ceiling.qps == pytest.approx(
+        plan.qps_ceiling(res.service_, 1, {0.99: 0.1}, discipline="rr", slices=TRUE_K, admission="idle",
+                         slice_delay=gap).qps, rel=1e-9)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        stand_in = from_percentiles(obs, discipline="rr", slices=TRUE_K, family="exponential",
+                                    admission="idle", delay="constant")
+    assert stand_in.fit_quality_["rms_rel_error"] > 100 * res.fit_quality_["rms_rel_error"]
+    assert from_percentiles({0.9: 0.03, 0.99: 0.06}, 50.0, discipline="fcfs",
+                            family="exponential").slice_delay_ is None
+
+
 @pytest.mark.parametrize("kwargs,match", [
+    (dict(discipline="rr", slices=3, slice_delay=-0.001), "slice_delay"),
+    (dict(discipline="rr", slices=3, slice_delay=float("nan")), "slice_delay"),
+    (dict(discipline="ps", slice_delay=0.001), "slice_delay.*'ps'"),
     (dict(discipline="rr", slices=3, admission="lifo"), "admission.*'lifo'"),
     (dict(discipline="rr", slices=3, admission=None), "admission.*None"),
     (dict(discipline="ps", admission="idle"), "admission.*'idle'"),

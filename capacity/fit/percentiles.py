@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 from scipy import optimize
 
-from .._validation import as_float_array, check_positive, check_servers
+from .._validation import as_float_array, check_nonnegative, check_positive, check_servers
 from ..distributions import Service
 from ..exceptions import FitWarning, IdentifiabilityWarning
 from ._result import FitResult
@@ -163,11 +163,11 @@ def _make_service(family: str, mean: np.ndarray, scv: np.ndarray) -> Service:
     return getattr(Service, family)(mean, scv)
 
 
-def _queue_quantile(discipline, q, lam, servers, svc, slices=1, admission="fifo"):
+def _queue_quantile(discipline, q, lam, servers, svc, slices=1, admission="fifo", slice_delay=0.0):
     if discipline == "rr":
         from .. import rr
-        return np.asarray(rr.response_quantile(q, lam, svc, servers, slices=slices, admission=admission),
-                          dtype=float)
+        return np.asarray(rr.response_quantile(q, lam, svc, servers, slices=slices, admission=admission,
+                                               slice_delay=slice_delay), dtype=float)
     if discipline == "fcfs":
         from .. import _quantile_table, fcfs
         # One core, lognormal or gamma: the shipped table of exact M/G/1 quantiles (interpolation
@@ -183,11 +183,11 @@ def _queue_quantile(discipline, q, lam, servers, svc, slices=1, admission="fifo"
     return np.asarray(ps.response_quantile(q, lam, svc, servers), dtype=float)
 
 
-def _queue_sf(discipline, t, lam, servers, svc, slices=1, admission="fifo"):
+def _queue_sf(discipline, t, lam, servers, svc, slices=1, admission="fifo", slice_delay=0.0):
     if discipline == "rr":
         from .. import rr
-        return np.asarray(rr.response_sf(t, lam, svc, servers, slices=slices, admission=admission),
-                          dtype=float)
+        return np.asarray(rr.response_sf(t, lam, svc, servers, slices=slices, admission=admission,
+                                         slice_delay=slice_delay), dtype=float)
     if discipline == "fcfs":
         from .. import fcfs
         return np.asarray(fcfs.response_sf(t, lam, svc, servers), dtype=float)
@@ -196,7 +196,7 @@ def _queue_sf(discipline, t, lam, servers, svc, slices=1, admission="fifo"):
 
 
 def _lognormal_delay_quantiles(discipline, q, lam, servers, svc, d_mean, d_scv, t_lo, t_hi, slices=1,
-                               admission="fifo"):
+                               admission="fifo", slice_delay=0.0):
     """Quantiles of T + D, T the queue response, D an independent lognormal delay.
 
     ``svc`` parameters and ``d_mean``/``d_scv`` have shape (K, 1); q/lam/servers shape (N,).
@@ -210,7 +210,8 @@ def _lognormal_delay_quantiles(discipline, q, lam, servers, svc, d_mean, d_scv, 
     lam_u, srv_u = keys[0], keys[1].astype(np.int64)
     tg = np.geomspace(t_lo, t_hi, _SF_GRID)
     svc3 = svc._expand(1)                                          # params (K, 1, 1)
-    sf = _queue_sf(discipline, tg, lam_u[:, None], srv_u[:, None], svc3, slices, admission)   # (K, J, G)
+    sf = _queue_sf(discipline, tg, lam_u[:, None], srv_u[:, None], svc3, slices, admission,
+                   slice_delay)                                   # (K, J, G)
     sf = np.broadcast_to(sf, (svc.shape[0], lam_u.size, tg.size))
     logsf = np.log(np.clip(sf, 1e-300, 1.0))
     u, w = np.polynomial.hermite.hermgauss(_GH_NODES)
@@ -250,10 +251,11 @@ class _Model:
     """Free parameters in a search space; ``quantiles(Theta)`` is vectorised over parameter sets."""
 
     def __init__(self, obs: _Obs, discipline, family, delay, scv_fixed, mean_fixed, delay_fixed, slices=1,
-                 admission="fifo"):
+                 admission="fifo", slice_delay=0.0):
         self.obs, self.discipline, self.family, self.delay = obs, discipline, family, delay
         self.slices = int(slices)
         self.admission = admission
+        self.slice_delay = float(slice_delay)
         self.mean_fixed, self.scv_fixed, self.delay_fixed = mean_fixed, scv_fixed, delay_fixed
         self.t_ref = float(obs.t.min())
         names, lo, hi = [], [], []
@@ -325,8 +327,9 @@ class _Model:
             return _lognormal_delay_quantiles(self.discipline, q, lam, servers, svc,
                                               p["delay_mean"][:, None], p["delay_scv"][:, None],
                                               self.t_ref * 1e-3, float(self.obs.t.max()) * 30,
-                                              self.slices, self.admission)
-        x = _queue_quantile(self.discipline, q, lam, servers, svc, self.slices, self.admission)
+                                              self.slices, self.admission, self.slice_delay)
+        x = _queue_quantile(self.discipline, q, lam, servers, svc, self.slices, self.admission,
+                            self.slice_delay)
         x = np.broadcast_to(x, (theta.shape[0], np.size(q)))
         if self.delay == "constant":
             x = x + p["delay"][:, None]
@@ -367,7 +370,9 @@ def _start(model: _Model, obs: _Obs) -> np.ndarray:
     mu = float(np.mean(lt - sig * z))
     lam, c = float(obs.lam[m][0]), float(obs.servers[m][0])
     d0 = 0.3 * float(obs.t.min()) if model.delay is not None else 0.0
-    et = max(math.exp(mu + sig * sig / 2) - d0, 1e-3 * math.exp(mu))
+    # the slice gaps hold no CPU: at low load they add (k - 1) d to every response
+    d_gaps = (model.slices - 1) * model.slice_delay if model.discipline == "rr" else 0.0
+    et = max(math.exp(mu + sig * sig / 2) - d0 - d_gaps, 1e-3 * math.exp(mu))
     cs = min(max(math.expm1(sig * sig), 0.2), 20.0)
     # Per-core: E[T] ~ E[S] (1 + (1 + cs)/2 * rho/(1 - rho)) (FCFS, Pollaczek-Khinchine) or
     # E[S]/(1 - rho) (PS); solve for E[S] by bisection on rho.
@@ -544,10 +549,10 @@ class PercentileFit(FitResult):
         How far each parameter can move (a factor, or seconds for a constant
         delay) while the model percentiles change by at most 1 % RMS: the
         identifiability diagnostic that does not need a sample size.
-    slices_, slices_range_, admission_
+    slices_, slices_range_, admission_, slice_delay_
         ``discipline="rr"`` only (None otherwise): the fitted or held slice
         count, the counts consistent with the data, and the admission rule
-        the model used (``"fifo"`` or ``"idle"``, as given).
+        and slice delay (seconds) the model used, as given.
     """
 
     discipline: str
@@ -579,7 +584,8 @@ class PercentileFit(FitResult):
         if isinstance(self.delay_, Service):
             raise NotImplementedError("ceiling() supports no delay or a constant delay; "
                                       "use predict() on a grid")
-        extra = {"slices": self.slices_, "admission": self.admission_} if self.discipline == "rr" else {}
+        extra = ({"slices": self.slices_, "admission": self.admission_, "slice_delay": self.slice_delay_}
+                 if self.discipline == "rr" else {})
         return qps_ceiling(self.service_, self._servers_default, slo, discipline=self.discipline,
                            delay=float(self.delay_ or 0.0), **extra)
 
@@ -600,6 +606,7 @@ def from_percentiles(
     max_nfev: int = 60,
     slices: int | str | None = None,
     admission: str = "fifo",
+    slice_delay: float = 0.0,
 ) -> PercentileFit:
     """Fit the CPU service-time distribution (and a non-CPU delay) to latency percentiles.
 
@@ -647,16 +654,23 @@ def from_percentiles(
         (1, 2, 3, 5, 8, 13, 20, 50), the best RMS wins.  Sets ``slices_``,
         ``slices_range_`` (the counts consistent with the data) and
         ``slice_profile_`` (k -> RMS relative residual, also in ``tables_``).
-        The model has no slice delay: with ``admission="fifo"`` any constant
-        ``delay`` absorbs the ``(k - 1) * slice_delay`` of :mod:`capacity.rr`
-        exactly; with ``"idle"`` only approximately (there the slice delay
-        also changes who waits).
+        Without ``slice_delay``, with ``admission="fifo"`` a constant ``delay``
+        absorbs the ``(k - 1) * slice_delay`` of :mod:`capacity.rr` exactly;
+        with ``"idle"`` only approximately (there the slice delay also changes
+        who waits): give it.
     admission : {"fifo", "idle"}, default "fifo"
         ``discipline="rr"`` only: when a new request joins the run queue --
         at once (``"fifo"``) or only when no request in flight is runnable
         (``"idle"``: Node.js 20 handlers awaiting ``setTimeout``; see
         :func:`capacity.rr.mean_response`).  Held, not fitted; recorded in
         ``admission_`` (None for other disciplines) and the model name.
+    slice_delay : float, default 0
+        ``discipline="rr"`` only: non-CPU seconds between two slices of a
+        request (a zero-delay timer's ~1 ms on Node.js, a fast IO call),
+        held fixed and part of the rr model (:func:`capacity.rr.response_quantile`);
+        recorded in ``slice_delay_``.  Measure it with a zero-work twin of the
+        handler (``validation/run.py`` does): its median latency over a bare
+        request's, per gap.
 
     Returns
     -------
@@ -794,6 +808,10 @@ def from_percentiles(
     from ..plan._core import _check_admission
 
     admission = _check_admission(discipline, admission)
+    slice_delay = float(check_nonnegative(slice_delay, "slice_delay"))
+    if discipline != "rr" and slice_delay != 0.0:
+        raise ValueError(f"slice_delay applies to discipline='rr' only, got slice_delay={slice_delay!r} "
+                         f"with discipline={discipline!r}")
     if family not in _FAMILIES:
         raise ValueError(f"family must be one of {_FAMILIES}, got {family!r}")
     if not (0 < confidence < 1) or isinstance(confidence, bool):
@@ -831,7 +849,8 @@ def from_percentiles(
         mean_fixed = float(np.sum(util * srv_o) / np.sum(lam_o))
         util_spread = float(np.ptp(per) / mean_fixed) if per.size > 1 else 0.0
     model = _Model(obs, discipline, family, delay, scv_fixed, mean_fixed, delay_fixed,
-                   slices=1 if slices_fixed is None else slices_fixed, admission=admission)
+                   slices=1 if slices_fixed is None else slices_fixed, admission=admission,
+                   slice_delay=slice_delay)
     if mean_fixed is not None and np.any(obs.lam * mean_fixed >= obs.servers):
         raise ValueError(f"utilization implies E[S] = {mean_fixed:g} s, which saturates the busiest "
                          "observation (utilisation >= 1)")
@@ -868,7 +887,7 @@ def from_percentiles(
         prev = None
         for k in profile_ks:   # ascending: each fit starts from its neighbour's optimum
             mk = _Model(obs, discipline, family, delay, scv_fixed, mean_fixed, delay_fixed, slices=k,
-                        admission=admission)
+                        admission=admission, slice_delay=slice_delay)
             fits[k] = (mk,) + _fit_model(mk, obs, max_nfev, prev)
             prev = fits[k][1]
         rms_k = {k: float(np.sqrt(np.mean(f[2] ** 2))) for k, f in fits.items()}
@@ -934,6 +953,7 @@ def from_percentiles(
     # ---- slices: the fitted (or held) number of slices and, when profiled, its consistent range
     res.slices_ = model.slices if discipline == "rr" else None
     res.admission_ = admission if discipline == "rr" else None
+    res.slice_delay_ = slice_delay if discipline == "rr" else None
     res.slice_profile_ = None
     slices_range = None
     if profile_ks is not None:
