@@ -11,17 +11,23 @@ agree on the subset.  Each time is the best of 5 runs (``--repeats``,
 ``--loop-repeats``): both are short (tens of milliseconds), so on a busy
 machine a single run says more about the neighbours than about the code.
 
+The vectorised call splits a grid this large between threads, one per core
+this process may use (``CAPACITY_NUM_THREADS`` overrides); it is timed that way
+and with one thread, and both ratios are printed: the pure-Python loop cannot
+use a second core.
+
 The loop costs O(c) per point and the vectorised call O(1), so the speed-up
 grows linearly with ``--max-servers``.
 """
 from __future__ import annotations
 
 import argparse
+import os
 import time
 
 import numpy as np
 
-from capacity.erlang import erlang_c
+from capacity.erlang import _threads, erlang_c
 
 
 def erlang_c_loop(c: int, a: float) -> float:
@@ -49,13 +55,27 @@ def main() -> None:
     utilisation = rng.uniform(0.0, 1.0, size=args.points)
     load = utilisation * servers
 
-    erlang_c(servers, load)  # warm-up: imports, tables, the allocator's first grid-sized arrays
-    times = []
-    for _ in range(args.repeats):
-        t0 = time.perf_counter()
-        vec = erlang_c(servers, load)
-        times.append(time.perf_counter() - t0)
-    t_vec = min(times)
+    def best_time(threads: str | None) -> tuple[float, np.ndarray]:
+        old = os.environ.pop("CAPACITY_NUM_THREADS", None)
+        if threads is not None:
+            os.environ["CAPACITY_NUM_THREADS"] = threads
+        try:
+            erlang_c(servers, load)  # warm-up: imports, tables, the allocator's first grid-sized arrays
+            times = []
+            for _ in range(args.repeats):
+                t0 = time.perf_counter()
+                res = erlang_c(servers, load)
+                times.append(time.perf_counter() - t0)
+        finally:
+            os.environ.pop("CAPACITY_NUM_THREADS", None)
+            if old is not None:
+                os.environ["CAPACITY_NUM_THREADS"] = old
+        return min(times), res
+
+    threads = _threads()
+    t_vec, vec = best_time(None)
+    t_one, vec_one = best_time("1")
+    assert np.array_equal(vec, vec_one), "threaded and single-threaded results differ"
 
     subset = rng.choice(args.points, size=args.loop_points, replace=False)
     # plain Python numbers, as a calculator has them
@@ -77,10 +97,12 @@ def main() -> None:
 
     print(f"grid: {args.points:,} points, servers uniform on 1..{args.max_servers}, "
           f"utilisation uniform on (0, 1), seed {args.seed}")
-    print(f"vectorised erlang_c : {t_vec:8.4f} s  (best of {args.repeats})")
+    print(f"vectorised erlang_c : {t_vec:8.4f} s  (best of {args.repeats}; {threads} thread(s))")
+    print(f"  on one thread     : {t_one:8.4f} s  (best of {args.repeats}; same values bit for bit)")
     print(f"per-point loop      : {t_loop_subset:8.3f} s on {args.loop_points:,} random points "
           f"(best of {args.loop_repeats}) -> {t_loop:8.1f} s extrapolated linearly to {args.points:,} points")
-    print(f"speed-up            : {t_loop / t_vec:8.0f} x")
+    print(f"speed-up            : {t_loop / t_vec:8.0f} x  ({threads} thread(s)); "
+          f"{t_loop / t_one:.0f} x on one thread")
     print(f"agreement on subset : max relative difference {rel.max():.2e} over {ok.sum():,} points; "
           f"{(~ok).sum()} points below 1e-300 {'agree' if agree_zero else 'DISAGREE'}")
 

@@ -30,9 +30,11 @@ and the grid goes through in chunks that stay in cache.  With
   the incomplete gamma function for ``c >= 40`` (``_temme_tables``) and from
   the Erlang B recursion for 1/B, run over all such points at once, below.
 
-A million points with up to 1000 servers take ~25 ms on one 2.6 GHz core,
-about 1000x the per-point recursion that calculators use
-(``benchmarks/bench_erlang.py``).
+A million points with up to 1000 servers take ~25-33 ms on one 2.6 GHz core,
+900-1000x the per-point recursion that calculators use; grids of more than
+2**18 points are split between threads, one per usable core
+(``CAPACITY_NUM_THREADS`` sets the number), bit for bit the same values
+(``benchmarks/bench_erlang.py`` times both).
 
 General path, ``c > 2**16`` and, for B, ``a >= c``, in log space:
 ``P(N = c)`` with Loader's saddle-point expansion (no cancellation between
@@ -60,6 +62,8 @@ from __future__ import annotations
 
 import decimal
 import math
+import os
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -500,6 +504,56 @@ def _fast_erlang(c: np.ndarray, a: np.ndarray, want_c: bool,
     return out, unstable
 
 
+# Grids of at least this many points are split between threads: numpy's and
+# scipy's ufuncs and gathers release the GIL, so each thread's chunks run on
+# their own core.  Below it (sliders, planning sweeps) a thread costs more
+# than it saves: a quarter of a million points take ~7 ms on one core.
+_PARALLEL_MIN = 1 << 18
+_MAX_THREADS = 8
+
+
+def _threads() -> int:
+    """Threads for a large grid: ``CAPACITY_NUM_THREADS`` if set, else the cores this
+    process may run on (at most 8)."""
+    env = os.environ.get("CAPACITY_NUM_THREADS", "").strip()
+    if env:
+        if not env.isdigit() or int(env) < 1:
+            raise ValueError(f"CAPACITY_NUM_THREADS must be a whole number >= 1, got {env!r}")
+        return int(env)
+    try:
+        n = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not on Linux
+        n = os.cpu_count() or 1
+    return max(1, min(n, _MAX_THREADS))
+
+
+def _fast_erlang_split(c: np.ndarray, a: np.ndarray, want_c: bool,
+                       check: bool) -> tuple[np.ndarray, np.ndarray] | str:
+    """:func:`_fast_erlang` over contiguous parts of the grid in parallel threads.
+
+    Every point is computed by the same operations as in one thread, so the
+    result is bitwise the same; only grids of at least ``_PARALLEL_MIN``
+    points per two threads are split.
+    """
+    n = c.size
+    workers = min(_threads(), n // (_PARALLEL_MIN // 2))
+    if workers < 2:
+        return _fast_erlang(c, a, want_c, check)
+    _fast_tables(0)  # build the first tables once, not in every thread
+    # part boundaries on chunk boundaries: the parts' chunks are the single thread's
+    edges = [min(n, (n * i // workers + _CHUNK - 1) // _CHUNK * _CHUNK) for i in range(workers + 1)]
+    edges[-1] = n
+    parts = [(lo, hi) for lo, hi in zip(edges, edges[1:]) if hi > lo]
+    with ThreadPoolExecutor(max_workers=len(parts)) as pool:
+        results = list(pool.map(lambda p: _fast_erlang(c[p[0]:p[1]], a[p[0]:p[1]], want_c, check), parts))
+    for flag in ("invalid", "too many servers"):
+        if any(isinstance(r, str) and r == flag for r in results):
+            return flag
+    out = np.concatenate([r[0] for r in results])
+    unstable = np.concatenate([r[1] + lo for r, (lo, _) in zip(results, parts)])
+    return out, unstable
+
+
 def _exact_small(idx: np.ndarray, cs: np.ndarray, ae: np.ndarray, out: np.ndarray,
                  want_c: bool) -> None:
     """``out[idx]`` (``idx`` increasing) for servers ``cs < 40`` and loads ``0 < ae < cs`` near the mean.
@@ -586,7 +640,7 @@ def _erlang(servers, offered_load, want_c: bool) -> np.ndarray:
     c = np.broadcast_to(c, shape).ravel()
     a = np.broadcast_to(a, shape).ravel()
     fast, general = None, np.zeros(0, dtype=np.intp)
-    res = _fast_erlang(c, a, want_c, check)
+    res = _fast_erlang_split(c, a, want_c, check)
     if res == "too many servers":
         fast, general = np.flatnonzero(c <= _FAST_MAX_SERVERS), np.flatnonzero(c > _FAST_MAX_SERVERS)
         res = _fast_erlang(c[fast], a[fast], want_c, check)
@@ -716,8 +770,10 @@ def erlang_c(servers: ArrayLike, offered_load: ArrayLike) -> float | np.ndarray:
     error <= 1e-9 against a 50-digit mpmath reference for ``c`` up to 10**5
     and utilisation up to 0.999 (measured: < 1e-11; < 4e-13 for
     ``c <= 2**16``, < 2.5e-13 on the benchmark grid of up to 1000 servers).
-    A million points with up to 1000 servers take ~25 ms
-    (``benchmarks/bench_erlang.py``).
+    A million points with up to 1000 servers take ~25-33 ms on one core;
+    grids of more than 2**18 points are split between threads (one per
+    usable core, or ``CAPACITY_NUM_THREADS``), with bit-for-bit the same
+    values (``benchmarks/bench_erlang.py``).
 
     References
     ----------

@@ -584,3 +584,52 @@ def test_bad_values_past_the_first_chunk(func):
     x[0] = -2.0
     with pytest.raises(ValueError, match="offered_load"):
         func(big, x)
+
+
+def _threaded_grid():
+    """A grid just large enough to be split (2 * 2**17 points and a remainder), with every
+    branch in it: c < 40 near the mean, Temme points, negligible tails, a >= c, c > 2**16."""
+    rng = np.random.default_rng(11)
+    n = E._PARALLEL_MIN + 12_345
+    c = rng.integers(1, 1001, n)
+    a = rng.uniform(0.0, 1.05, n) * c
+    c[[7, n // 2 + 3, n - 2]] = [70_000, 2**16, 10**6]
+    a[[7, n // 2 + 3, n - 2]] = [69_000.0, 2**16 - 300.0, 2e6]
+    return c, a
+
+
+@pytest.mark.parametrize("func", [erlang_b, erlang_c])
+def test_threads_give_the_single_thread_values_bit_for_bit(func, monkeypatch):
+    """A large grid is split between threads; every point still goes through the same
+    operations, so 1, 2 and 3 threads agree exactly (and with scalar calls)."""
+    c, a = _threaded_grid()
+    results = {}
+    for threads in ("1", "2", "3"):
+        monkeypatch.setenv("CAPACITY_NUM_THREADS", threads)
+        results[threads] = func(c, a)
+    assert np.array_equal(results["1"], results["2"]) and np.array_equal(results["1"], results["3"])
+    for i in (0, 7, c.size // 2 + 3, c.size - 2, c.size - 1):
+        assert results["2"][i] == func(int(c[i]), float(a[i]))
+
+
+@pytest.mark.parametrize("func", [erlang_b, erlang_c])
+def test_threads_report_bad_values_of_any_part(func, monkeypatch):
+    """A bad value in the second thread's part raises the shared checks' error."""
+    monkeypatch.setenv("CAPACITY_NUM_THREADS", "2")
+    c, a = _threaded_grid()
+    x = a.copy()
+    x[-10] = np.nan
+    with pytest.raises(ValueError, match="offered_load must not be NaN"):
+        func(c, x)
+    s = c.copy()
+    s[-10] = 0
+    with pytest.raises(ValueError, match="servers must be a positive integer"):
+        func(s, a)
+
+
+@pytest.mark.parametrize("bad", ["0", "two", "-1", "1.5"])
+def test_thread_count_variable_is_checked(bad, monkeypatch):
+    monkeypatch.setenv("CAPACITY_NUM_THREADS", bad)
+    c, a = _threaded_grid()
+    with pytest.raises(ValueError, match="CAPACITY_NUM_THREADS"):
+        erlang_c(c, a)
