@@ -217,7 +217,7 @@ def test_calibration_takes_the_warmest_twin_run():
     harness.calibrate(cal, h, overhead, twin, warm)
     assert cal["cold_penalty_ms"] == pytest.approx(1.07 - 0.14)
     assert cal["service_ms"] == pytest.approx(12.34 - 0.93)
-    harness.calibrate(cal, h, overhead, twin, warm[0])   # one warm run (sweeps before two rates)
+    harness.calibrate(cal, h, overhead, twin, warm[:1])   # one warm run (sweeps before two rates)
     assert cal["cold_penalty_ms"] == pytest.approx(1.07 - 0.38)
 
 

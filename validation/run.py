@@ -302,6 +302,14 @@ def batch_stats(resp_ms: np.ndarray, batches: int) -> dict:
     return out
 
 
+def _sim_kwargs(model: str, slices: int, delay_ms: float, admission: str) -> dict:
+    """``capacity.sim.simulate`` arguments of a model: the event loop's for "rr"/"loop" with more
+    than one slice, none (FCFS) otherwise."""
+    if model in ("rr", "loop") and slices > 1:
+        return dict(discipline="rr", slices=slices, slice_delay=delay_ms / 1e3, admission=admission)
+    return {}
+
+
 def _loop_stats(rate: np.ndarray, service_s: float, slices: int, admission: str, delay_s: float,
                 seed: int = 2026) -> dict:
     """The "loop" model: mean and quantiles (s) of an exact simulation of the event loop
@@ -383,6 +391,17 @@ def model_stats(model: str, rate, service_s: float, base_ms: float, slices: int 
 # the sweep
 
 
+def read_responses(path: str, warmup_s: float) -> pd.DataFrame | None:
+    """The ok requests of one raw run, in send order, with ``resp`` = end - sent (ms) and
+    ``kept`` = scheduled after the warm-up (the requests the statistics use)."""
+    if not isinstance(path, str) or not Path(path).is_file():
+        return None
+    d = pd.read_csv(path)
+    d = d[(d.status >= 200) & (d.status < 300)].sort_values("sent_ms")
+    d = d.assign(resp=d.end_ms - d.sent_ms, kept=d.sched_ms >= warmup_s * 1e3)
+    return d
+
+
 def measure(children: Children, args, node: str, cores, rt: bool, port: int, h: Handler, kind: str,
             target: float, rate: float, duration: float, seed: int, raw_dir: Path, tag: str | None = None) -> dict:
     tag = f"{h.name}_{tag or kind}_{target:.2f}"
@@ -415,10 +434,9 @@ def measure(children: Children, args, node: str, cores, rt: bool, port: int, h: 
         row["status"] = "refused" if s.get("exit") == 3 else "failed"
         row["reason"] = "; ".join(s.get("reasons") or []) or s.get("stderr", "")
         return row
-    d = pd.read_csv(csv)
-    d = d[(d.status >= 200) & (d.status < 300)]
-    d = d[d.sched_ms >= args.warmup * 1e3]  # the queue starts empty: drop the first seconds
-    resp = (d.end_ms - d.sent_ms).to_numpy()
+    d = read_responses(str(csv), args.warmup)
+    d = d[d.kept]  # the queue starts empty: drop the first seconds
+    resp = d.resp.to_numpy()
     st = batch_stats(resp, args.batches)
     row["n"] = st.pop("n")
     row["batches"] = st.pop("batches")
@@ -427,17 +445,6 @@ def measure(children: Children, args, node: str, cores, rt: bool, port: int, h: 
     row["meas_mean_user"] = float((d.end_ms - d.sched_ms).mean()) if len(d) else math.nan
     row["warmup_s"] = args.warmup
     return row
-
-
-def read_responses(path: str, warmup_s: float) -> pd.DataFrame | None:
-    """The ok requests of one raw run, in send order, with ``resp`` = end - sent (ms) and
-    ``kept`` = scheduled after the warm-up (the requests the statistics use)."""
-    if not isinstance(path, str) or not Path(path).is_file():
-        return None
-    d = pd.read_csv(path)
-    d = d[(d.status >= 200) & (d.status < 300)].sort_values("sent_ms")
-    d = d.assign(resp=d.end_ms - d.sent_ms, kept=d.sched_ms >= warmup_s * 1e3)
-    return d
 
 
 def pool_repeats(reps: list[dict], args) -> dict:
@@ -502,8 +509,7 @@ def run_interval(model: str, rate: float, service_s: float, base_ms: float, slic
     if model not in ("fcfs", "loop") or not rate * service_s < 1 or not duration_s > warmup_s:
         return None
     svc = capacity.Service.deterministic(service_s)
-    kw = (dict(discipline="rr", slices=slices, slice_delay=delay_ms / 1e3, admission=admission)
-          if model == "loop" and slices > 1 else {})
+    kw = _sim_kwargs(model, slices, delay_ms, admission)
     stats: dict[str, list] = {k: [] for k in STATS}
     for i in range(PI_RUNS):
         parts = []
@@ -562,7 +568,8 @@ def predict_into(row: dict, h: Handler, cal: dict) -> None:
             m = row.get(f"meas_{k}")
             row[f"owncpu_{k}"] = float(own[k][0])
             row[f"err_owncpu_{k}"] = float(own[k][0]) / m - 1 if m else math.nan
-    runs = int(row.get("repeats_ok") or 1) if math.isfinite(float(row.get("repeats_ok") or 1)) else 1
+    runs = row.get("repeats_ok")  # a pooled point: its runs; one run otherwise (NaN after repredict)
+    runs = int(runs) if isinstance(runs, (int, float)) and runs >= 1 else 1
     pi = run_interval(h.model, rho / service_s, service_s, row["base_ms"], h.slices, h.admission,
                       row["delay_ms"], float(row.get("duration_s") or math.nan),
                       float(row.get("warmup_s") or 0.0), runs) if row.get("kind") != "calib" else None
@@ -594,8 +601,7 @@ def observed_stats(row: dict, h: Handler, cal: dict, warmup_s: float) -> dict | 
     paths = row.get("raw_csvs")
     paths = paths if isinstance(paths, list) else [row.get("raw_csv")]
     svc = capacity.Service.deterministic(cal["service_ms"] / 1e3)
-    kw = dict(discipline="rr", slices=h.slices, slice_delay=cal.get("delay_ms", 0.0) / 1e3,
-              admission=h.admission) if h.model in ("rr", "loop") else {}
+    kw = _sim_kwargs(h.model, h.slices, cal.get("delay_ms", 0.0), h.admission)
     parts = []
     for path in paths:  # a pooled row: each repeat replayed on its own, then together
         d = read_responses(path, warmup_s)
@@ -613,12 +619,12 @@ def observed_stats(row: dict, h: Handler, cal: dict, warmup_s: float) -> dict | 
 
 
 def calibrate(cal: dict, h: Handler, overhead: dict, twin: dict | None,
-              twin_warm: dict | list[dict] | None = None) -> None:
+              twin_warm: list[dict] | None = None) -> None:
     """Fix the model inputs from the low-load runs, in place.
 
     * Service time: the handler's CPU per request at the calibration point, less the cold-start
       price its zero-work twin pays at that rate over the warmest of its runs at WARM_RATES
-      (``cold_penalty_ms``; ``twin_warm`` is that run or a list of them): a process
+      (``cold_penalty_ms``; ``twin_warm`` holds those runs): a process
       that idles between requests wakes up cold (caches, timer and epoll wake-ups), a loaded
       one does not -- measured 0.5-0.9 ms per request here, 4-8 % of an 11 ms handler.
     * Gap between slices: the twin's median latency over the overhead handler's, less the twin's
@@ -628,8 +634,8 @@ def calibrate(cal: dict, h: Handler, overhead: dict, twin: dict | None,
     """
     cold = cal["cpu_per_req_ms"]
     penalty = 0.0
-    warm = [w for w in (twin_warm if isinstance(twin_warm, list) else [twin_warm])
-            if w is not None and w.get("status") == "ok" and math.isfinite(w.get("cpu_per_req_ms", math.nan))]
+    warm = [w for w in twin_warm or []
+            if w.get("status") == "ok" and math.isfinite(w.get("cpu_per_req_ms", math.nan))]
     if twin is not None and twin.get("status") == "ok" and warm:
         penalty = max(0.0, twin["cpu_per_req_ms"] - min(w["cpu_per_req_ms"] for w in warm))
     cal["cold_penalty_ms"] = penalty
@@ -832,8 +838,7 @@ def repredict(args) -> dict:
         if not isinstance(r.get("warmup_s"), (int, float)) or not math.isfinite(r["warmup_s"]):
             r["warmup_s"] = meta.get("warmup_s") or 0.0
         if not isinstance(r.get("duration_s"), (int, float)) or not math.isfinite(r["duration_s"]):
-            r["duration_s"] = meta.get("calib_duration_s") if r.get("kind") != "point" and r.get("kind") != "repeat" \
-                else meta.get("duration_s")
+            r["duration_s"] = meta.get("duration_s" if r.get("kind") in ("point", "repeat") else "calib_duration_s")
     for r in rows:  # drop the old predictions (measured columns start with meas_)
         for k in [k for k in r if k.startswith(prefix) and k not in ("base_ms",)]:
             del r[k]

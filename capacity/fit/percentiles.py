@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 from scipy import optimize
 
-from .._validation import as_float_array, check_nonnegative, check_positive, check_servers
+from .._validation import as_float_array, check_positive, check_servers
 from ..distributions import Service
 from ..exceptions import FitWarning, IdentifiabilityWarning
 from ._result import FitResult
@@ -805,13 +805,10 @@ def from_percentiles(
     if discipline not in ("ps", "fcfs", "rr"):
         raise ValueError(f"discipline must be 'ps', 'fcfs' or 'rr', got {discipline!r}")
     slices_fixed, profile_ks = _check_fit_slices(discipline, slices)
-    from ..plan._core import _check_admission
+    from ..plan._core import _check_rr
 
-    admission = _check_admission(discipline, admission)
-    slice_delay = float(check_nonnegative(slice_delay, "slice_delay"))
-    if discipline != "rr" and slice_delay != 0.0:
-        raise ValueError(f"slice_delay applies to discipline='rr' only, got slice_delay={slice_delay!r} "
-                         f"with discipline={discipline!r}")
+    # the planner's checks of the event-loop arguments (slices are checked above: they may be "fit")
+    _, slice_delay, admission = _check_rr(discipline, 1, slice_delay, admission)
     if family not in _FAMILIES:
         raise ValueError(f"family must be one of {_FAMILIES}, got {family!r}")
     if not (0 < confidence < 1) or isinstance(confidence, bool):

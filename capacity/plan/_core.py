@@ -2,14 +2,13 @@
 ``timeout_safe_rate`` (with burst tolerance) and ``recommend_timeout``.  See :mod:`capacity.plan`."""
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 import numpy as np
 
 from .._common import solve_increasing
-from .._validation import as_float_array, check_nonnegative, check_positive, check_quantile, check_servers
+from .._validation import check_nonnegative, check_positive, check_quantile, check_servers
 from ..distributions import Service, as_service
 
 __all__ = [
