@@ -67,8 +67,17 @@ def _rows(res, handler, kind):
     return [r for r in res["points"] if r["handler"] == handler and r["kind"] == kind]
 
 
+def _refused_skip(row: dict, what: str) -> None:
+    if row["status"] == "refused":
+        pytest.skip(f"the load generator refused the {what} after {row.get('refused_attempts')} tries (machine "
+                    f"too busy to keep a Poisson schedule): {row.get('reason')}")
+
+
 def test_harness_produced_points(quick_run):
-    assert _rows(quick_run, "cpu", "calib"), "no calibration point"
+    cal = _rows(quick_run, "cpu", "calib")
+    assert cal, "no calibration point"
+    assert cal[0]["status"] in ("ok", "refused"), cal[0].get("reason")
+    _refused_skip(cal[0], "calibration run")
     points = _rows(quick_run, "cpu", "point")
     assert len(points) == 1
     assert points[0]["status"] in ("ok", "refused"), points[0].get("reason")
@@ -77,21 +86,27 @@ def test_harness_produced_points(quick_run):
 def test_cpu_per_request_matches_busy_loop(quick_run):
     """The /cpu?ms=5 busy loop is wall-clock based, so CPU ~= wall: the
     server's CPU per request, less the measured per-request HTTP overhead
-    (/cpu?ms=0), is 5 ms."""
+    (/cpu?ms=0) at the same rate, is 5 ms.  The server's CPU does not depend
+    on the schedule, so a refused run counts here.  A no-op request costs well
+    under a millisecond in a warm process (the twin's runs at 100/s and 300/s);
+    at the calibration rate it pays the idle process's wake-ups too, which
+    the 5 ms handler pays alike."""
     cal = _rows(quick_run, "cpu", "calib")[0]
     overhead = quick_run["meta"]["overhead_cpu_per_req_ms"]
     assert cal["cpu_per_req_ms"] is not None and overhead is not None
     handler_cpu = cal["cpu_per_req_ms"] - overhead
     assert abs(handler_cpu / 5.0 - 1) < CPU_TOL, (cal["cpu_per_req_ms"], overhead)
-    assert 0 <= overhead < 2.0, overhead
+    warm = [r["cpu_per_req_ms"] for r in _rows(quick_run, "cpu-twin", "warm")]
+    assert len(warm) == 2 and all(r is not None for r in warm), warm
+    assert 0 <= min(warm) < 0.5 and 0 <= min(warm) <= overhead, (warm, overhead)
 
 
 @pytest.mark.parametrize("handler", ["cpu", "sliced"])
 def test_prediction_at_low_utilisation(quick_run, handler):
+    _refused_skip(_rows(quick_run, handler, "calib")[0], "calibration run")
     point = _rows(quick_run, handler, "point")[0]
-    if point["status"] != "ok":
-        pytest.skip(f"the load generator refused the point (machine too busy to keep a Poisson "
-                    f"schedule): {point.get('reason')}")
+    _refused_skip(point, "point")
+    assert point["status"] == "ok", point.get("reason")
     assert 0.2 < point["measured_util"] < 0.4, point["measured_util"]
     for stat, tol in (("mean", MEAN_TOL), ("p50", P50_TOL), ("p99", P99_TOL)):
         # the model's prediction for Poisson arrivals at the measured utilisation, and the same
