@@ -435,6 +435,10 @@ def _fast_erlang(c: np.ndarray, a: np.ndarray, want_c: bool,
     # rows lcu, pmf, omr first: the near-mean points take all three in one call
     work = np.empty((5, m))
     full_rows = tuple(work)
+    # the Temme coefficients of the near points, gathered into the same memory every chunk (a
+    # fresh megabyte per chunk costs page faults)
+    coef_buf = np.empty(temme.shape[0] * m)
+    near_buf = np.empty(3 * m)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
         for s in range(0, n, _CHUNK):
             e = min(s + _CHUNK, n)
@@ -454,7 +458,9 @@ def _fast_erlang(c: np.ndarray, a: np.ndarray, want_c: bool,
             np.log(rho, out=lcu)
             lcu += omr
             lcu *= cf                                  # -c u
-            np.add(lcu, log_terms[ci], out=pmf)        # log P(N = c)
+            # (mode="clip" lets np.take write into out unbuffered; every c is in the table)
+            np.take(log_terms, ci, out=pmf, mode="clip")
+            pmf += lcu                                 # log P(N = c)
             pmf *= 0.5
             np.maximum(pmf, _EXP_HALF_FLOOR, out=pmf)
             np.exp(pmf, out=pmf)
@@ -478,10 +484,12 @@ def _fast_erlang(c: np.ndarray, a: np.ndarray, want_c: bool,
                 exact.append((near[few] + s, cn[few], ai[near[few]]))
                 if few.size == near.size:
                     continue                           # (small inputs) no Temme point
-            x, pn, omr_n = np.take(w[:3], near, axis=1)
+            x, pn, omr_n = np.take(w[:3], near, axis=1, mode="clip",
+                                   out=near_buf[:3 * near.size].reshape(3, -1))
             np.abs(x, out=x)
             np.sqrt(x, out=x)                          # sqrt(c u)
-            coef = np.take(temme, cn, axis=1)
+            coef = np.take(temme, cn, axis=1, mode="clip",
+                           out=coef_buf[:temme.shape[0] * cn.size].reshape(-1, cn.size))
             poly = coef[top]
             for j in range(top - 1, -1, -1):
                 poly *= x
