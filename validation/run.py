@@ -411,8 +411,10 @@ def measure(children: Children, args, node: str, cores, rt: bool, port: int, h: 
             target: float, rate: float, duration: float, seed: int, raw_dir: Path, tag: str | None = None,
             schedule_matters: bool = True) -> dict:
     """One run of handler ``h`` at ``rate``, as a row.  ``schedule_matters=False`` for the runs
-    that only measure the server's CPU per request (the twins' warm runs): the arrival process
-    does not enter there, so a late send is no reason to refuse them."""
+    of the zero-work handlers (the overhead and the twins): they only give the server's CPU per
+    request and a median latency at a utilisation of a few per cent, where requests do not
+    meet, so a late send is no reason to refuse them (a refused twin used to leave a sliced
+    handler without its gap between slices)."""
     tag = f"{h.name}_{tag or kind}_{target:.2f}"
     csv = raw_dir / f"{tag}.csv"
     limits = (args.max_p99_lag_ms, args.max_mean_lag_frac) if schedule_matters else None
@@ -733,7 +735,8 @@ def sweep(args) -> dict:
         # twins it is compared with run at that rate too.
         rate_cal = min(calib_rate(h, args.calib_util) for h in handlers)
         ov = measure(children, args, node, cores, lg_rt, port, Handler("overhead", OVERHEAD_PATH, 1.0, "fcfs"),
-                     "calib", args.calib_util, rate_cal, args.calib_duration, args.seed, raw_dir)
+                     "calib", args.calib_util, rate_cal, args.calib_duration, args.seed, raw_dir,
+                     schedule_matters=False)
         rows.append(ov)
         meta["overhead_cpu_per_req_ms"] = ov.get("cpu_per_req_ms")
         log(f"overhead {OVERHEAD_PATH}: CPU/request {ov.get('cpu_per_req_ms', math.nan):.3f} ms")
@@ -747,7 +750,7 @@ def sweep(args) -> dict:
                 # the twin's few CPU microseconds keep its load tiny at either rate
                 cold_row = ov if h.twin == OVERHEAD_PATH else measure(
                     children, args, node, cores, lg_rt, port, th, "calib", args.calib_util, rate0,
-                    args.calib_duration, args.seed, raw_dir)
+                    args.calib_duration, args.seed, raw_dir, schedule_matters=False)
                 warm_rows = [measure(children, args, node, cores, lg_rt, port, th, "warm", args.calib_util,
                                      rate, args.calib_duration, args.seed, raw_dir, tag=f"warm{rate:g}",
                                      schedule_matters=False)
