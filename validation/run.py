@@ -2,7 +2,7 @@
 """Validate capacity's queueing models against a real Node.js (Koa) server.
 
     python validation/run.py --quick            # ~35 s smoke run (what the test runs)
-    python validation/run.py --out results      # the full sweep (~55 min)
+    python validation/run.py --out results      # the full sweep (~80 min)
     python validation/run.py --repredict results   # the predictions again, no measuring
 
 Needs Node.js >= 18 and the server's dependencies:
