@@ -7,9 +7,10 @@ Builds a seeded grid (servers uniform on 1..max_servers, utilisation uniform on
 pure-Python Erlang B recursion ``B_k = a B_{k-1} / (k + a B_{k-1})`` followed
 by ``C = c B / (c - a (1 - B))`` point by point on a random subset,
 extrapolates the loop time linearly to the full grid, and checks that both
-agree on the subset.  Each time is the best of 5 runs (``--repeats``,
-``--loop-repeats``): both are short (tens of milliseconds), so on a busy
-machine a single run says more about the neighbours than about the code.
+agree on the subset.  Each time is the best of 20 runs (``--repeats``,
+``--loop-repeats``, the same for both): both are short (tens of
+milliseconds), so on a shared machine a single run says more about the
+neighbours than about the code.
 
 The vectorised call splits a grid this large between threads, one per core
 this process may use (``CAPACITY_NUM_THREADS`` overrides); it is timed that way
@@ -44,8 +45,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--points", type=int, default=1_000_000)
     parser.add_argument("--loop-points", type=int, default=2_000)
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--loop-repeats", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--loop-repeats", type=int, default=20)
     parser.add_argument("--max-servers", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=20240601)
     args = parser.parse_args()
