@@ -30,11 +30,11 @@ and the grid goes through in chunks that stay in cache.  With
   the incomplete gamma function for ``c >= 40`` (``_temme_tables``) and from
   the Erlang B recursion for 1/B, run over all such points at once, below.
 
-A million points with up to 1000 servers take ~25-33 ms on one 2.6 GHz core,
-900-1000x the per-point recursion that calculators use; grids of more than
+A million points with up to 1000 servers take ~28 ms on one 2.6 GHz core,
+~900x the per-point recursion that calculators use; grids of more than
 2**18 points are split between threads, one per usable core
-(``CAPACITY_NUM_THREADS`` sets the number), bit for bit the same values
-(``benchmarks/bench_erlang.py`` times both).
+(``CAPACITY_NUM_THREADS`` sets the number), bit for bit the same values:
+~21 ms on two cores, 1160-1370x (``benchmarks/bench_erlang.py`` times both).
 
 General path, ``c > 2**16`` and, for B, ``a >= c``, in log space:
 ``P(N = c)`` with Loader's saddle-point expansion (no cancellation between
