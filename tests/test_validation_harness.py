@@ -29,6 +29,9 @@ VALIDATION = ROOT / "validation"
 # accepted quick runs at measured utilisation 0.26-0.36: mean error
 # +1..+8 %, p50 error -3..+8 %, p99 error +4..+24 % (the p99's own 95 % CI is
 # about +-20 % with ~150-230 requests).  The tolerances leave 2-3x margin.
+# The worst seen since: on a noisy CI host (calibrated then at 0.1, whose
+# CPU per request came out 11 % above the point's) sliced +16 % mean, +34 % p99;
+# with both cores busy with other work cpu -16 % mean, -31 % p99.
 MEAN_TOL = 0.25
 P50_TOL = 0.25
 P99_TOL = 0.50

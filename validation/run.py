@@ -1063,7 +1063,8 @@ def parse_args(argv=None):
     a.repeats = a.repeats if a.repeats is not None else (1 if q else 6)
     # 0.25: at 0.1 the process idles ~90 % of the time and pays cold-start costs that drift with
     # the VM (the calibrated CPU per request 1-5 % above the loaded points' on a noisy hour); at
-    # 0.25 it came within 1 % of what the points at 0.7-0.8 measured.
+    # 0.25 it came within 1-2 % of what the points at 0.7-0.8 measured on quiet hours (sweeps C,
+    # D, F), 3-5 % low in G.
     # 0.15 in the smoke run: on a CI host the process idling between 18 requests a second paid
     # 2.3 ms of wake-ups per request (0.18 ms at 300/s), and the point at 0.3 then ran 11 % under
     # the calibrated CPU per request.
