@@ -654,7 +654,7 @@ def _erlang(servers, offered_load, want_c: bool) -> np.ndarray:
     res = _fast_erlang_split(c, a, want_c, check)
     if res == "too many servers":
         fast, general = np.flatnonzero(c <= _FAST_MAX_SERVERS), np.flatnonzero(c > _FAST_MAX_SERVERS)
-        res = _fast_erlang(c[fast], a[fast], want_c, check)
+        res = _fast_erlang_split(c[fast], a[fast], want_c, check)
         ag = a[general]
         if check and not (ag.min() >= 0.0 and ag.max() < np.inf):
             res = "invalid"
@@ -781,10 +781,10 @@ def erlang_c(servers: ArrayLike, offered_load: ArrayLike) -> float | np.ndarray:
     error <= 1e-9 against a 50-digit mpmath reference for ``c`` up to 10**5
     and utilisation up to 0.999 (measured: < 1e-11; < 4e-13 for
     ``c <= 2**16``, < 2.5e-13 on the benchmark grid of up to 1000 servers).
-    A million points with up to 1000 servers take ~25-33 ms on one core;
+    A million points with up to 1000 servers take ~28 ms on one core;
     grids of more than 2**18 points are split between threads (one per
     usable core, or ``CAPACITY_NUM_THREADS``), with bit-for-bit the same
-    values (``benchmarks/bench_erlang.py``).
+    values: ~21 ms on two cores (``benchmarks/bench_erlang.py``).
 
     References
     ----------

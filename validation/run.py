@@ -25,7 +25,7 @@ wait, a mix):
    stall moves a short run's mean by milliseconds).  Nothing else is
    fitted, and only at low load;
 4. **points** at target utilisations (default 0.4 0.55 0.7 0.8; from 0.65 up
-   three runs each, pooled -- ``--repeats``, ``--repeat-from``): an
+   six runs each, pooled -- ``--repeats``, ``--repeat-from``): an
    open-loop Poisson run from ``validation/loadgen/loadgen.js`` (pinned to
    core 1, real-time main thread) at rate = target / S.  The utilisation
    used for the comparison is the *measured* one of that run, server CPU
