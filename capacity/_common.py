@@ -6,7 +6,7 @@ from typing import Callable
 
 import numpy as np
 
-from ._validation import check_nonnegative, check_servers
+from ._checks import check_nonnegative, check_servers
 from .distributions import Service, as_service
 
 __all__ = ["QueueInputs", "prepare", "solve_increasing"]
@@ -34,10 +34,6 @@ class QueueInputs:
         self.utilization = self.offered_load / self.servers
         self.stable = self.utilization < 1
 
-
-#: When a new request joins an event loop's run queue (``discipline="rr"``): at once
-#: (``"fifo"``) or only when nothing in flight is runnable (``"idle"``); see capacity.rr.
-ADMISSIONS = ("fifo", "idle")
 
 
 def prepare(arrival_rate, service, servers=1) -> QueueInputs:

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ._validation import check_nonnegative, check_positive
+from ._checks import check_nonnegative, check_positive
 
 __all__ = ["BoundsResult", "MVAResult", "bounds", "mva"]
 

@@ -69,7 +69,7 @@ from typing import Any
 import numpy as np
 from scipy import special
 
-from ._validation import as_float_array, check_nonnegative, check_servers
+from ._checks import as_float_array, check_nonnegative, check_servers, scalar_out
 
 __all__ = ["erlang_b", "erlang_c", "sqrt_staffing"]
 
@@ -81,12 +81,6 @@ _HALF_LOG_2PI = 0.5 * np.log(2.0 * np.pi)
 # converges in fewer than ~70 steps at any c.
 _CF_SIGMAS = 3.0
 _CF_MAX_STEPS = 10_000
-
-
-def _out(arr: np.ndarray):
-    """Scalars in, scalars out (like scipy.stats)."""
-    arr = np.asarray(arr)
-    return arr.item() if arr.ndim == 0 else arr
 
 
 def _sel(mask: np.ndarray):
@@ -742,7 +736,7 @@ def erlang_b(servers: ArrayLike, offered_load: ArrayLike) -> float | np.ndarray:
     >>> erlang_b([10, 20, 30], 20.0).round(4).tolist()
     [0.538, 0.1589, 0.0085]
     """
-    return _out(_erlang(servers, offered_load, want_c=False))
+    return scalar_out(_erlang(servers, offered_load, want_c=False))
 
 
 def erlang_c(servers: ArrayLike, offered_load: ArrayLike) -> float | np.ndarray:
@@ -806,7 +800,7 @@ def erlang_c(servers: ArrayLike, offered_load: ArrayLike) -> float | np.ndarray:
     >>> erlang_c(4, 5.0)  # overloaded
     1.0
     """
-    return _out(_erlang(servers, offered_load, want_c=True))
+    return scalar_out(_erlang(servers, offered_load, want_c=True))
 
 
 def sqrt_staffing(offered_load: ArrayLike, beta: ArrayLike) -> int | np.ndarray:
@@ -866,4 +860,4 @@ def sqrt_staffing(offered_load: ArrayLike, beta: ArrayLike) -> int | np.ndarray:
         raise ValueError(f"offered_load too large for an integer server count, got {a.max()!r}")
     servers = np.ceil(x * (1.0 - 8.0 * np.finfo(float).eps))
     servers = np.maximum(servers, 1.0).astype(np.int64)
-    return _out(servers)
+    return scalar_out(servers)

@@ -36,10 +36,10 @@ from typing import Any, Callable
 import numpy as np
 from scipy import special
 
+from ._checks import check_nonnegative, check_quantile, scalar_out
 from ._common import prepare, solve_increasing
-from ._laplace import _euler_weights, invert
-from ._validation import check_nonnegative, check_quantile
-from .distributions import Service, _clog1p, _out
+from ._laplace import _euler_weights
+from .distributions import Service, _clog1p
 
 __all__ = [
     "mean_wait",
@@ -566,7 +566,7 @@ def mean_wait(arrival_rate: ArrayLike, service: Service | ArrayLike, servers: Ar
     0.2
     """
     pts = _Points(arrival_rate, service, servers)
-    return _out(_dispatch(pts, np.inf, lambda m: 0.0, lambda model, m: model.mean_wait))
+    return scalar_out(_dispatch(pts, np.inf, lambda m: 0.0, lambda model, m: model.mean_wait))
 
 
 def mean_response(arrival_rate: ArrayLike, service: Service | ArrayLike, servers: ArrayLike = 1):
@@ -585,7 +585,7 @@ def mean_response(arrival_rate: ArrayLike, service: Service | ArrayLike, servers
     0.228571
     """
     pts = _Points(arrival_rate, service, servers)
-    return _out(_dispatch(pts, np.inf, lambda m: pts.m1[m], lambda model, m: model.mean_wait + model.m1))
+    return scalar_out(_dispatch(pts, np.inf, lambda m: pts.m1[m], lambda model, m: model.mean_wait + model.m1))
 
 
 def wait_sf(t: ArrayLike, arrival_rate: ArrayLike, service: Service | ArrayLike, servers: ArrayLike = 1):
@@ -690,7 +690,7 @@ def wait_sf(t: ArrayLike, arrival_rate: ArrayLike, service: Service | ArrayLike,
             out[pos] = model.take(np.flatnonzero(pos)).wait_sf(tt[pos])
         return out
 
-    return _out(_dispatch(pts, 1.0, lambda m: 0.0, core))
+    return scalar_out(_dispatch(pts, 1.0, lambda m: 0.0, core))
 
 
 def response_sf(t: ArrayLike, arrival_rate: ArrayLike, service: Service | ArrayLike, servers: ArrayLike = 1):
@@ -749,7 +749,7 @@ def response_sf(t: ArrayLike, arrival_rate: ArrayLike, service: Service | ArrayL
             out[~zero] = model.take(np.flatnonzero(~zero)).response_sf(tt[~zero])
         return out
 
-    return _out(_dispatch(pts, 1.0, idle, core))
+    return scalar_out(_dispatch(pts, 1.0, idle, core))
 
 
 def _neg_log_sf(sf: np.ndarray) -> np.ndarray:
@@ -891,7 +891,7 @@ def wait_quantile(q: ArrayLike, arrival_rate: ArrayLike, service: Service | Arra
     """
     q = check_quantile(q, "q")
     pts = _Points(arrival_rate, service, servers, extra=q)
-    return _out(_dispatch(pts, np.inf, lambda m: 0.0,
+    return scalar_out(_dispatch(pts, np.inf, lambda m: 0.0,
                           lambda model, m: _wait_quantile_core(model, pts.extra[m])))
 
 
@@ -930,5 +930,5 @@ def response_quantile(q: ArrayLike, arrival_rate: ArrayLike, service: Service | 
     """
     q = check_quantile(q, "q")
     pts = _Points(arrival_rate, service, servers, extra=q)
-    return _out(_dispatch(pts, np.inf, lambda m: np.asarray(pts.service_at(m).ppf(pts.extra[m]), float),
+    return scalar_out(_dispatch(pts, np.inf, lambda m: np.asarray(pts.service_at(m).ppf(pts.extra[m]), float),
                           lambda model, m: _response_quantile_core(model, pts.extra[m])))

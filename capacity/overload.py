@@ -42,8 +42,15 @@ from scipy import optimize, special
 
 from . import fcfs as _fcfs
 from . import ps as _ps
+from ._checks import (
+    as_float_array,
+    check_choice,
+    check_nonnegative,
+    check_positive,
+    check_servers,
+    scalar_out,
+)
 from ._common import prepare
-from ._validation import as_float_array, check_nonnegative, check_positive, check_servers
 from .distributions import Service, as_service
 
 __all__ = [
@@ -75,17 +82,6 @@ ArrayLike = Any
 DISCIPLINES = ("ps", "fcfs")
 ON_TIMEOUT = ("continue", "drop", "deadline")
 QUEUES = ("fifo", "adaptive_lifo")
-
-
-def _out(arr):
-    arr = np.asarray(arr)
-    return arr.item() if arr.ndim == 0 else arr
-
-
-def _choice(value: Any, name: str, choices: tuple[str, ...]) -> str:
-    if not isinstance(value, str) or value not in choices:
-        raise ValueError(f"{name} must be one of {sorted(choices)}, got {value!r}")
-    return value
 
 
 def _rates(rate_series: Any, name: str = "rate_series") -> tuple[np.ndarray, Any]:
@@ -348,7 +344,7 @@ def ps_growth_rate(arrival_rate: ArrayLike, service: Service | ArrayLike, server
     lam = np.broadcast_to(q.arrival_rate, q.shape)
     c = np.broadcast_to(q.servers, q.shape).astype(float)
     mean = np.broadcast_to(q.mean_service, q.shape)
-    return _out(_growth_rate(lam, q.service, c, mean))
+    return scalar_out(_growth_rate(lam, q.service, c, mean))
 
 
 def ps_fluid_completion(u: ArrayLike, size: ArrayLike, arrival_rate: ArrayLike,
@@ -403,7 +399,7 @@ def ps_fluid_completion(u: ArrayLike, size: ArrayLike, arrival_rate: ArrayLike,
     lam = np.broadcast_to(q.arrival_rate, q.shape)
     c = np.broadcast_to(q.servers, q.shape).astype(float)
     alpha = _growth_rate(lam, q.service, c, np.broadcast_to(q.mean_service, q.shape))
-    return _out(np.broadcast_to(u * np.exp(alpha * x / c), shape))
+    return scalar_out(np.broadcast_to(u * np.exp(alpha * x / c), shape))
 
 
 def ps_fluid_sojourn(u: ArrayLike, size: ArrayLike, arrival_rate: ArrayLike,
@@ -419,7 +415,7 @@ def ps_fluid_sojourn(u: ArrayLike, size: ArrayLike, arrival_rate: ArrayLike,
     171.828
     """
     u = check_nonnegative(u, "u")
-    return _out(np.asarray(ps_fluid_completion(u, size, arrival_rate, service, servers)) - u)
+    return scalar_out(np.asarray(ps_fluid_completion(u, size, arrival_rate, service, servers)) - u)
 
 
 def fcfs_overload_wait(u: ArrayLike, arrival_rate: ArrayLike, service: Service | ArrayLike,
@@ -457,7 +453,7 @@ def fcfs_overload_wait(u: ArrayLike, arrival_rate: ArrayLike, service: Service |
     """
     u = check_nonnegative(u, "u")
     q = prepare(arrival_rate, service, servers)
-    return _out(np.maximum(q.utilization - 1.0, 0.0) * u)
+    return scalar_out(np.maximum(q.utilization - 1.0, 0.0) * u)
 
 
 # ============================================================================ 3. goodput
@@ -577,9 +573,9 @@ def goodput_method(discipline: str = "ps", on_timeout: str = "continue", queue: 
     >>> goodput_method("fcfs", "drop", service=1.0)
     'exact: M/M/1+D, sojourn-time deadline (closed form)'
     """
-    discipline = _choice(discipline, "discipline", DISCIPLINES)
-    on_timeout = _choice(on_timeout, "on_timeout", ON_TIMEOUT)
-    queue = _choice(queue, "queue", QUEUES)
+    discipline = check_choice(discipline, "discipline", DISCIPLINES)
+    on_timeout = check_choice(on_timeout, "on_timeout", ON_TIMEOUT)
+    queue = check_choice(queue, "queue", QUEUES)
     svc = as_service(service)
     if queue == "adaptive_lifo":
         return ("approximation: FIFO value below capacity; fluid min(lambda, c/E[S]) * P(S <= timeout) "
@@ -719,9 +715,9 @@ def goodput(arrival_rate: ArrayLike, service: Service | ArrayLike, timeout: Arra
     >>> round(goodput(1.5, one, 10.0, "fcfs", "deadline"), 2) # skips hopeless requests
     1.0
     """
-    discipline = _choice(discipline, "discipline", DISCIPLINES)
-    on_timeout = _choice(on_timeout, "on_timeout", ON_TIMEOUT)
-    queue = _choice(queue, "queue", QUEUES)
+    discipline = check_choice(discipline, "discipline", DISCIPLINES)
+    on_timeout = check_choice(on_timeout, "on_timeout", ON_TIMEOUT)
+    queue = check_choice(queue, "queue", QUEUES)
     if queue == "adaptive_lifo" and discipline != "fcfs":
         raise ValueError(f"queue='adaptive_lifo' needs discipline='fcfs', got discipline={discipline!r}")
     tau = check_positive(timeout, "timeout")
@@ -740,7 +736,7 @@ def goodput(arrival_rate: ArrayLike, service: Service | ArrayLike, timeout: Arra
     if queue == "adaptive_lifo":
         fifo = np.asarray(goodput(lam, svc, tau, "fcfs", on_timeout, "fifo", c), dtype=float)
         fluid = np.minimum(lam, c / mean) * np.asarray(svc.cdf(tau), dtype=float)
-        return _out(np.where(below, fifo, fluid))
+        return scalar_out(np.where(below, fifo, fluid))
     if on_timeout == "continue" or discipline == "ps":
         if below.any():
             mod = _ps if discipline == "ps" else _fcfs
@@ -752,11 +748,11 @@ def goodput(arrival_rate: ArrayLike, service: Service | ArrayLike, timeout: Arra
                 y = _partial_mean_inverse(svc, c[over] / lam[over], np.full(int(over.sum()), mean))
                 y = np.minimum(y, tau[over])
                 out[over] = lam[over] * np.asarray(svc.cdf(y), dtype=float)
-        return _out(out)
+        return scalar_out(out)
     # FCFS with drop / deadline (exact for c = 1).
     pos = lam > 0
     if not pos.any():
-        return _out(out)
+        return scalar_out(out)
     lam_p, tau_p, c_p = lam[pos], tau[pos], c[pos].astype(float)
     res = np.empty(lam_p.shape)
     if on_timeout == "drop" and svc.family == "exponential" and np.all(c_p == 1):
@@ -766,7 +762,7 @@ def goodput(arrival_rate: ArrayLike, service: Service | ArrayLike, timeout: Arra
         res = c_p * _fcfs_impatient_goodput(lam_p / c_p, svc, tau_p * c_p,
                                             size_aware=(on_timeout == "deadline"))
     out[pos] = res
-    return _out(out)
+    return scalar_out(out)
 
 
 # ============================================================================ 4. retries
@@ -984,7 +980,7 @@ def simultaneous_burst(n: int = 30, size: float = 1.0, discipline: str = "ps",
         raise ValueError(f"n must be an integer >= 1, got {n!r}")
     n = int(n)
     x = float(check_positive(size, "size"))
-    discipline = _choice(discipline, "discipline", DISCIPLINES)
+    discipline = check_choice(discipline, "discipline", DISCIPLINES)
     c = int(check_servers(servers))
     if discipline == "ps":
         return np.full(n, x * max(n / c, 1.0))

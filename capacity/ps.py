@@ -32,9 +32,9 @@ from scipy.linalg import eigh_tridiagonal
 from scipy.linalg.lapack import zgtsv as _zgtsv
 
 from . import _quantile_table as _table
+from ._checks import check_nonnegative, check_quantile, scalar_out
 from ._common import prepare
 from ._laplace import euler_nodes, invert
-from ._validation import as_float_array, check_nonnegative, check_quantile
 from .distributions import Service
 from .erlang import erlang_c
 from .phasetype import _ph_mean, phase_type
@@ -62,11 +62,6 @@ _SPIN_SPAN = 3.0
 _TAIL_DEAD = 37.0
 # Size quantile beyond which the service-time density is ignored.
 _SIZE_TAIL = 1e-17
-
-
-def _out(arr):
-    arr = np.asarray(arr)
-    return arr.item() if arr.ndim == 0 else arr
 
 
 # ---------------------------------------------------------------------------
@@ -763,7 +758,7 @@ def mean_response(arrival_rate: ArrayLike, service: Service | ArrayLike, servers
     2.285714
     """
     q = prepare(arrival_rate, service, servers)
-    return _out(_mean_response(q))
+    return scalar_out(_mean_response(q))
 
 
 def _mean_response(q) -> np.ndarray:
@@ -808,7 +803,7 @@ def mean_number(arrival_rate: ArrayLike, service: Service | ArrayLike, servers: 
     q = prepare(arrival_rate, service, servers)
     lam = np.broadcast_to(q.arrival_rate, q.shape)
     et = _mean_response(q)
-    return _out(np.where(np.isfinite(et), lam * np.where(np.isfinite(et), et, 0.0), np.inf))
+    return scalar_out(np.where(np.isfinite(et), lam * np.where(np.isfinite(et), et, 0.0), np.inf))
 
 
 def conditional_mean_response(size: ArrayLike, arrival_rate: ArrayLike, service: Service | ArrayLike,
@@ -870,7 +865,7 @@ def conditional_mean_response(size: ArrayLike, arrival_rate: ArrayLike, service:
     # Linear in x for any number of cores (see Notes): x E[T] / E[S].
     ratio = np.broadcast_to(_mean_response(q) / q.mean_service, shape)
     out = np.where(stable, xs * np.where(stable, ratio, 0.0), np.inf)
-    return _out(out)
+    return scalar_out(out)
 
 
 def _service_alone_when_idle(values: np.ndarray, inp, shape: tuple, of_service: Callable) -> np.ndarray:
@@ -999,7 +994,7 @@ def response_sf(t: ArrayLike, arrival_rate: ArrayLike, service: Service | ArrayL
             sub = table.subset(rest)
             flat[rest] = _SfEvaluator(sub, sub.shape)(tf[rest])
         out = flat.reshape(shape)
-    return _out(_service_alone_when_idle(out, q, shape, lambda: q.service.sf(t_arr)))
+    return scalar_out(_service_alone_when_idle(out, q, shape, lambda: q.service.sf(t_arr)))
 
 
 def response_quantile(q: ArrayLike, arrival_rate: ArrayLike, service: Service | ArrayLike,
@@ -1102,7 +1097,7 @@ def response_quantile(q: ArrayLike, arrival_rate: ArrayLike, service: Service | 
     shape = np.broadcast_shapes(qq.shape, inp.shape)
     stable = np.broadcast_to(inp.stable, shape)
     if not stable.any():
-        return _out(np.full(shape, np.inf))
+        return scalar_out(np.full(shape, np.inf))
     qb = np.broadcast_to(qq, shape)
     table = _table.Coverage("ps", inp, shape)
     if table.mask is None:
@@ -1118,7 +1113,7 @@ def response_quantile(q: ArrayLike, arrival_rate: ArrayLike, service: Service | 
             flat[rest] = _direct_quantile(qf[rest], sub, sub.shape, sub.stable)
         res = flat.reshape(shape)
     res = _service_alone_when_idle(res, inp, shape, lambda: inp.service.ppf(qb))
-    return _out(np.where(stable, res, np.inf))
+    return scalar_out(np.where(stable, res, np.inf))
 
 
 def _direct_quantile(qb: np.ndarray, inp, shape: tuple, stable: np.ndarray) -> np.ndarray:

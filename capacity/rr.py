@@ -186,8 +186,8 @@ from typing import Any
 import numpy as np
 
 from . import fcfs, ps
-from ._common import ADMISSIONS, prepare
-from ._validation import as_float_array, check_nonnegative, check_quantile
+from ._checks import ADMISSIONS, as_float_array, check_choice, check_nonnegative, check_quantile, scalar_out
+from ._common import prepare
 from .distributions import Service
 
 __all__ = ["ADMISSIONS", "conditional_mean_response", "mean_number", "mean_response", "response_quantile",
@@ -213,17 +213,6 @@ _IDLE_MEAN = (0.4395, 0.1521, 0.1173, -0.2454, 0.8244, 0.1059)
 _IDLE_Q = np.array([[0.6285, -0.0563, 0.2036, 1.2468, 0.0838, -0.6278],
                     [0.6016, 0.0917, -0.0582, 0.5027, -0.9583, 0.8440],
                     [0.6498, 0.1537, -0.2124, 0.1006, -1.7445, 1.3889]])
-
-
-def _out(arr):
-    arr = np.asarray(arr)
-    return arr.item() if arr.ndim == 0 else arr
-
-
-def _check_admission(admission: Any) -> str:
-    if not isinstance(admission, str) or admission not in ADMISSIONS:
-        raise ValueError(f"admission must be one of {list(ADMISSIONS)}, got {admission!r}")
-    return admission
 
 
 def _idle(t_f: np.ndarray, t_r0: np.ndarray, base: np.ndarray, rho: np.ndarray, k: np.ndarray,
@@ -353,13 +342,13 @@ def mean_response(arrival_rate: ArrayLike, service: Service | ArrayLike, servers
     """
     k = _check_slices(slices)
     d = _check_delay(slice_delay)
-    adm = _check_admission(admission)
+    adm = check_choice(admission, "admission", ADMISSIONS)
     inp = prepare(arrival_rate, service, servers)
     shape = np.broadcast_shapes(inp.shape, k.shape, d.shape)
     if k.ndim == 0 and k == 1:
         return fcfs.mean_response(arrival_rate, service, servers) if shape == inp.shape else \
-            _out(np.broadcast_to(np.asarray(fcfs.mean_response(arrival_rate, service, servers)), shape))
-    return _out(_mean(inp, k, d, shape, adm))
+            scalar_out(np.broadcast_to(np.asarray(fcfs.mean_response(arrival_rate, service, servers)), shape))
+    return scalar_out(_mean(inp, k, d, shape, adm))
 
 
 def mean_number(arrival_rate: ArrayLike, service: Service | ArrayLike, servers: ArrayLike = 1,
@@ -395,7 +384,7 @@ def mean_number(arrival_rate: ArrayLike, service: Service | ArrayLike, servers: 
     lam = np.asarray(prepare(arrival_rate, service, servers).arrival_rate, dtype=float)
     with np.errstate(invalid="ignore"):
         out = np.where(np.isfinite(et), lam * np.where(np.isfinite(et), et, 0.0), np.inf)
-    return _out(out)
+    return scalar_out(out)
 
 
 def conditional_mean_response(size: ArrayLike, arrival_rate: ArrayLike, service: Service | ArrayLike,
@@ -444,7 +433,7 @@ def conditional_mean_response(size: ArrayLike, arrival_rate: ArrayLike, service:
     x = check_nonnegative(size, "size")
     k = _check_slices(slices)
     d = _check_delay(slice_delay)
-    adm = _check_admission(admission)
+    adm = check_choice(admission, "admission", ADMISSIONS)
     inp = prepare(arrival_rate, service, servers)
     shape = np.broadcast_shapes(x.shape, inp.shape, k.shape, d.shape)
     es = np.broadcast_to(inp.mean_service, shape)
@@ -456,7 +445,7 @@ def conditional_mean_response(size: ArrayLike, arrival_rate: ArrayLike, service:
         # x, the request's own gaps, and a size-independent wait: E[T | x] = x + E[T] - E[S]
         total = np.broadcast_to(_mean(inp, k, d, np.broadcast_shapes(inp.shape, k.shape, d.shape), "idle"), shape)
         out = np.where(kb == 1, xs + w_f, xs + (total - es))
-        return _out(np.where(stable, out, np.inf))
+        return scalar_out(np.where(stable, out, np.inf))
     t_p = np.broadcast_to(np.asarray(ps.mean_response(inp.arrival_rate, inp.service, inp.servers)), shape)
     total = np.broadcast_to(_mean(inp, k, np.zeros(()), inp.shape if k.ndim == 0 else
                                   np.broadcast_shapes(inp.shape, k.shape)), shape)
@@ -468,7 +457,7 @@ def conditional_mean_response(size: ArrayLike, arrival_rate: ArrayLike, service:
         fixed = total - es - (1.0 - g) * w_f - g * w_p  # the size-independent excess
         out = xs + (1.0 - g) * w_f + g * w_p * xs / es + fixed + (kb - 1.0) * np.broadcast_to(d, shape)
     out = np.where(kb == 1, xs + w_f, out)
-    return _out(np.where(stable, out, np.inf))
+    return scalar_out(np.where(stable, out, np.inf))
 
 
 def _quantile(qb: np.ndarray, inp, k: np.ndarray, d: np.ndarray, shape: tuple,
@@ -551,12 +540,12 @@ def response_quantile(q: ArrayLike, arrival_rate: ArrayLike, service: Service | 
     qq = check_quantile(q, "q")
     k = _check_slices(slices)
     d = _check_delay(slice_delay)
-    adm = _check_admission(admission)
+    adm = check_choice(admission, "admission", ADMISSIONS)
     inp = prepare(arrival_rate, service, servers)
     shape = np.broadcast_shapes(qq.shape, inp.shape, k.shape, d.shape)
     if k.ndim == 0 and k == 1:
         return fcfs.response_quantile(q, arrival_rate, service, servers)
-    return _out(_quantile(np.broadcast_to(qq, shape), inp, k, d, shape, adm))
+    return scalar_out(_quantile(np.broadcast_to(qq, shape), inp, k, d, shape, adm))
 
 
 def response_sf(t: ArrayLike, arrival_rate: ArrayLike, service: Service | ArrayLike,
@@ -601,7 +590,7 @@ def response_sf(t: ArrayLike, arrival_rate: ArrayLike, service: Service | ArrayL
     t_arr = check_nonnegative(t, "t")
     k = _check_slices(slices)
     d = _check_delay(slice_delay)
-    adm = _check_admission(admission)
+    adm = check_choice(admission, "admission", ADMISSIONS)
     inp = prepare(arrival_rate, service, servers)
     shape = np.broadcast_shapes(t_arr.shape, inp.shape, k.shape, d.shape)
     if k.ndim == 0 and k == 1:
@@ -637,4 +626,4 @@ def response_sf(t: ArrayLike, arrival_rate: ArrayLike, service: Service | ArrayL
         head = 1.0 - (1.0 - _SF_LEVELS[0]) * x / tq[..., 0]
     out = np.where(x <= tq[..., 0], head, inner)
     out = np.where(finite, out, 1.0)
-    return _out(np.clip(out, 0.0, 1.0))
+    return scalar_out(np.clip(out, 0.0, 1.0))

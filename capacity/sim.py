@@ -90,8 +90,16 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from ._common import ADMISSIONS
-from ._validation import as_float_array, check_nonnegative, check_positive, check_quantile, check_servers
+from ._checks import (
+    ADMISSIONS,
+    as_float_array,
+    check_choice,
+    check_count,
+    check_nonnegative,
+    check_positive,
+    check_quantile,
+    check_servers,
+)
 from .distributions import Service, as_service
 
 __all__ = ["ConfidenceInterval", "SimulationResult", "simulate",
@@ -2101,19 +2109,6 @@ def _busy_arrays(records: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return np.concatenate(times), np.concatenate(steps), np.concatenate(procs)
 
 
-def _choice(value: Any, name: str, choices: tuple[str, ...]) -> str:
-    if not isinstance(value, str) or value not in choices:
-        raise ValueError(f"{name} must be one of {sorted(choices)}, got {value!r}")
-    return value
-
-
-def _count(value: Any, name: str, minimum: int) -> int:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer, float, np.floating)) \
-            or not float(value).is_integer() or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
-
-
 def simulate(arrivals: Any, service: Service | float, discipline: str = "fcfs", servers: int = 1,
              processes: int = 1, dispatch: str = "round_robin", machines: int = 1,
              timeout: float | None = None, on_timeout: str = "continue", queue: str = "fifo",
@@ -2394,9 +2389,9 @@ def simulate(arrivals: Any, service: Service | float, discipline: str = "fcfs", 
     >>> bool(ci.low < 2.0 < ci.high), round(run.utilization(), 2)
     (True, 0.5)
     """
-    discipline = _choice(discipline, "discipline", ("fcfs", "ps", "rr"))
-    slices = _count(slices, "slices", 1)
-    admission = _choice(admission, "admission", ADMISSIONS)
+    discipline = check_choice(discipline, "discipline", ("fcfs", "ps", "rr"))
+    slices = check_count(slices, "slices", 1)
+    admission = check_choice(admission, "admission", ADMISSIONS)
     if discipline != "rr" and admission != "fifo":
         raise ValueError(f"admission applies to discipline='rr' only, got discipline={discipline!r} with "
                          f"admission={admission!r}")
@@ -2419,14 +2414,14 @@ def simulate(arrivals: Any, service: Service | float, discipline: str = "fcfs", 
     c_arr = check_servers(servers, "servers")
     if c_arr.ndim != 0:
         raise ValueError(f"servers must be a single integer, got {servers!r}")
-    processes = _count(processes, "processes", 1)
-    machines = _count(machines, "machines", 1)
-    dispatch = _choice(dispatch, "dispatch", DISPATCH)
-    on_timeout = _choice(on_timeout, "on_timeout", ON_TIMEOUT)
-    queue = _choice(queue, "queue", QUEUES)
+    processes = check_count(processes, "processes", 1)
+    machines = check_count(machines, "machines", 1)
+    dispatch = check_choice(dispatch, "dispatch", DISPATCH)
+    on_timeout = check_choice(on_timeout, "on_timeout", ON_TIMEOUT)
+    queue = check_choice(queue, "queue", QUEUES)
     if timeout is not None:
         timeout = float(check_positive(timeout, "timeout"))
-    retries = _count(retries, "retries", 0)
+    retries = check_count(retries, "retries", 0)
     if retries and timeout is None:
         raise ValueError(f"retries needs a timeout (retries happen after a timeout), got retries={retries!r} "
                          f"and timeout=None")

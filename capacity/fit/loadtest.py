@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from .._validation import as_float_array, check_nonnegative
+from .._checks import as_float_array, check_nonnegative
 from ..closed import mva
 from ..exceptions import FitWarning, IdentifiabilityWarning
 from ._result import FitResult

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 from scipy import optimize
 
-from .._validation import as_float_array, check_positive, check_servers
+from .._checks import as_float_array, check_discipline, check_positive, check_rr, check_servers
 from ..distributions import Service
 from ..exceptions import FitWarning, IdentifiabilityWarning
 from ._result import FitResult
@@ -564,7 +564,7 @@ class PercentileFit(FitResult):
 
         Includes the fitted non-CPU delay.  ``inf`` where the load is unstable.
         """
-        from .._validation import check_quantile
+        from .._checks import check_quantile
 
         qq = check_quantile(q, "q")
         lam = check_positive(arrival_rate, "arrival_rate")
@@ -802,13 +802,11 @@ def from_percentiles(
     >>> round(res.predict(0.99, 12.0), 3) == round(fcfs.response_quantile(0.99, 12.0, svc), 3)
     True
     """
-    if discipline not in ("ps", "fcfs", "rr"):
-        raise ValueError(f"discipline must be 'ps', 'fcfs' or 'rr', got {discipline!r}")
+    check_discipline(discipline)
     slices_fixed, profile_ks = _check_fit_slices(discipline, slices)
-    from ..plan._core import _check_rr
 
     # the planner's checks of the event-loop arguments (slices are checked above: they may be "fit")
-    _, slice_delay, admission = _check_rr(discipline, 1, slice_delay, admission)
+    _, slice_delay, admission = check_rr(discipline, 1, slice_delay, admission)
     if family not in _FAMILIES:
         raise ValueError(f"family must be one of {_FAMILIES}, got {family!r}")
     if not (0 < confidence < 1) or isinstance(confidence, bool):

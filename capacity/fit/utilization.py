@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from .._validation import as_float_array, check_positive
+from .._checks import as_float_array, check_positive
 from ..exceptions import FitWarning, IdentifiabilityWarning, OverloadWarning
 from ._result import FitResult
 

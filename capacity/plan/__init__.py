@@ -41,10 +41,26 @@ importable from ``capacity.plan``.
 """
 from __future__ import annotations
 
-from ._core import (CORE_P999_MULTIPLIER, NONCORE_P999_MULTIPLIER, Ceiling, ServersNeeded, TimeoutAdvice,
-                    TimeoutSafeRate, _fmt_q, _fmt_rate, _fmt_time, _max_rates, _parse_slo, _smallest_integer,
-                    _tail_function, burst_tolerance, qps_ceiling, recommend_timeout, servers_needed,
-                    timeout_safe_rate)
+from ._core import (
+                    CORE_P999_MULTIPLIER,
+                    NONCORE_P999_MULTIPLIER,
+                    Ceiling,
+                    ServersNeeded,
+                    TimeoutAdvice,
+                    TimeoutSafeRate,
+                    _fmt_q,
+                    _fmt_rate,
+                    _fmt_time,
+                    _max_rates,
+                    _parse_slo,
+                    _smallest_integer,
+                    _tail_function,
+                    burst_tolerance,
+                    qps_ceiling,
+                    recommend_timeout,
+                    servers_needed,
+                    timeout_safe_rate,
+)
 from .curves import DEFAULT_UTILIZATION, LatencyCurve, ceiling_from_curve, latency_curve
 from .gc import GCWhatIf, gc_whatif
 from .limits import RateLimits, rate_limits

@@ -50,9 +50,9 @@ import numpy as np
 import pandas as pd
 from scipy.interpolate import PchipInterpolator
 
-from .._validation import check_nonnegative, check_quantile, check_servers
+from .._checks import check_admission, check_discipline, check_nonnegative, check_quantile, check_servers
 from ..distributions import Service, as_service
-from ._core import _check_admission, _rr_additive_delay
+from ._core import _rr_additive_delay
 
 __all__ = ["DEFAULT_UTILIZATION", "LatencyCurve", "ceiling_from_curve", "latency_curve"]
 
@@ -321,8 +321,7 @@ def latency_curve(service: Service | float, servers: int = 1, discipline: str = 
     >>> round(float(c.latency[0, 0]), 6)    # M/M/1: ln(100) / (mu - lambda) = 4.60517 / 50
     0.092103
     """
-    if discipline not in _DISCIPLINES:
-        raise ValueError(f"discipline must be 'ps', 'fcfs' or 'rr', got {discipline!r}")
+    check_discipline(discipline)
     service = as_service(service)
     if service.shape != ():
         raise ValueError("latency_curve needs a service with scalar parameters (one curve per call)")
@@ -332,7 +331,7 @@ def latency_curve(service: Service | float, servers: int = 1, discipline: str = 
     k = _check_int(slices, "slices", 1)
     if discipline != "rr" and k != 1:
         raise ValueError(f"slices applies to discipline='rr' only, got slices={slices!r} with {discipline!r}")
-    adm = _check_admission(discipline, admission)
+    adm = check_admission(discipline, admission)
     d_slice = float(check_nonnegative(slice_delay, "slice_delay"))
     d = float(check_nonnegative(delay, "delay"))
     if not (np.isfinite(d) and np.isfinite(d_slice)):

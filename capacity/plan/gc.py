@@ -8,7 +8,7 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
-from .._validation import check_nonnegative, check_positive, check_servers
+from .._checks import check_discipline, check_nonnegative, check_positive, check_servers
 from ..distributions import Service, as_service
 from ._core import _DISCIPLINE_TEXT, _fmt_q, _fmt_rate, _fmt_time, _parse_slo, qps_ceiling
 
@@ -188,8 +188,7 @@ def gc_whatif(service: Service | ArrayLike, gc_cpu_share: float, pause_mean: flo
     if np.ndim(svc.mean):
         raise ValueError("service must have scalar parameters here")
     mean, scv = float(svc.mean), float(svc.scv)
-    if discipline not in ("ps", "fcfs"):
-        raise ValueError(f"discipline must be 'ps' or 'fcfs', got {discipline!r}")
+    check_discipline(discipline, ("fcfs", "ps"))
 
     def share(x, name):
         v = float(check_nonnegative(x, name))

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .._validation import check_positive, check_quantile, check_servers
+from .._checks import check_positive, check_quantile, check_servers
 from ..distributions import Service, as_service
 from ._core import _DISCIPLINE_TEXT, _describe_service, _fmt_rate, _fmt_time, timeout_safe_rate
 

@@ -100,10 +100,17 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from .._checks import (
+    check_discipline,
+    check_nonnegative,
+    check_positive,
+    check_quantile,
+    check_servers,
+    scalar_out,
+)
 from .._common import solve_increasing
-from .._validation import check_nonnegative, check_positive, check_quantile, check_servers
 from ..distributions import Service, as_service
-from ._core import _fmt_q, _fmt_rate, _fmt_time, _max_rates, _out, _parse_slo, servers_needed
+from ._core import _fmt_q, _fmt_rate, _fmt_time, _max_rates, _parse_slo, servers_needed
 
 __all__ = ["DISPATCHES", "ScalingComparison", "ScalingOption", "compare_scaling", "dispatch_response"]
 
@@ -123,8 +130,7 @@ _MODEL_TEXT = {
 def _modules(discipline: str):
     from .. import fcfs, ps
 
-    if discipline not in ("ps", "fcfs"):
-        raise ValueError(f"discipline must be 'ps' or 'fcfs', got {discipline!r}")
+    check_discipline(discipline, ("fcfs", "ps"))
     return ps if discipline == "ps" else fcfs
 
 
@@ -277,7 +283,7 @@ def dispatch_response(q: ArrayLike, arrival_rate: ArrayLike, service: Service | 
     svc = as_service(service)
     if np.ndim(svc.mean):
         raise ValueError("service must have scalar parameters here")
-    return _out(_quantile_for(mod, qq, lam, svc, n, s, dispatch, discipline))
+    return scalar_out(_quantile_for(mod, qq, lam, svc, n, s, dispatch, discipline))
 
 
 # ---------------------------------------------------------------------------------------------

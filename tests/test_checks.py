@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from capacity._validation import check_nonnegative, check_positive, check_quantile, check_servers
+from capacity._checks import check_nonnegative, check_positive, check_quantile, check_servers
 
 
 def test_servers_accepts_whole_numbers():
