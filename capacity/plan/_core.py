@@ -7,8 +7,19 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from .._checks import (
+    check_discipline,
+    check_nonnegative,
+    check_positive,
+    check_quantile,
+    check_rr,
+    check_servers,
+    scalar_out,
+)
 from .._common import solve_increasing
-from .._validation import check_nonnegative, check_positive, check_quantile, check_servers
+from ..units import format_quantile as _fmt_q
+from ..units import format_rate as _fmt_rate
+from ..units import format_time as _fmt_time
 from ..distributions import Service, as_service
 
 __all__ = [
@@ -46,8 +57,7 @@ def _tail_function(discipline: str, slo_on: str) -> Callable:
     """The forward model's ``sf(t, arrival_rate, service, servers)`` for the SLO."""
     from .. import fcfs, ps
 
-    if discipline not in ("ps", "fcfs"):
-        raise ValueError(f"discipline must be 'ps' or 'fcfs', got {discipline!r}")
+    check_discipline(discipline, ("fcfs", "ps"))
     if slo_on not in ("response", "wait"):
         raise ValueError(f"slo_on must be 'response' or 'wait', got {slo_on!r}")
     if slo_on == "wait":
@@ -67,36 +77,11 @@ def _parse_slo(slo: Mapping[float, float]) -> tuple[np.ndarray, np.ndarray]:
     return np.array([q for q, _ in items]), np.array([t for _, t in items])
 
 
-def _fmt_time(seconds: float) -> str:
-    """A latency in the unit people read it in."""
-    if not np.isfinite(seconds):
-        return "unbounded"
-    if seconds >= 1.0:
-        return f"{seconds:.3g} s"
-    if seconds >= 1e-3:
-        return f"{seconds * 1e3:.3g} ms"
-    return f"{seconds * 1e6:.3g} us"
-
-
-def _fmt_q(q: float) -> str:
-    """0.99 -> 'p99', 0.999 -> 'p99.9'."""
-    return "p" + f"{100 * q:.6f}".rstrip("0").rstrip(".")
-
-
-def _fmt_rate(rate: float) -> str:
-    return f"{rate:,.4g} QPS" if rate < 1e4 else f"{rate:,.0f} QPS"
-
-
 def _describe_service(service: Service) -> str:
     mean = np.asarray(service.mean)
     if mean.ndim:
         return f"{service.family} service"
     return f"{_fmt_time(float(mean))} of CPU per request ({service.family}, scv {float(service.scv):.2g})"
-
-
-def _out(arr):
-    arr = np.asarray(arr)
-    return arr.item() if arr.ndim == 0 else arr
 
 
 # ---------------------------------------------------------------------------------------------
@@ -158,31 +143,6 @@ def _mm1_fcfs_ceiling(mean: np.ndarray, q: np.ndarray, t: np.ndarray) -> np.ndar
     with np.errstate(divide="ignore"):
         rate = 1.0 / mean - (-np.log1p(-q)) / np.where(t > 0, t, np.nan)
     return np.where(t > 0, np.maximum(rate, 0.0), 0.0)
-
-
-def _check_admission(discipline: str, admission) -> str:
-    """Validated ``admission`` (:mod:`capacity.rr`); only ``discipline="rr"`` may leave ``"fifo"``.
-    Shared by the planners and :func:`capacity.fit.from_percentiles`."""
-    from ..rr import _check_admission as _valid_admission
-
-    _valid_admission(admission)
-    if discipline != "rr" and admission != "fifo":
-        raise ValueError(f"admission applies to discipline='rr' only, got admission={admission!r} with "
-                         f"discipline={discipline!r}")
-    return admission
-
-
-def _check_rr(discipline: str, slices, slice_delay, admission="fifo") -> tuple[int, float, str]:
-    """Validated ``(slices, slice_delay, admission)``; only ``discipline="rr"`` may set them."""
-    if discipline not in ("ps", "fcfs", "rr"):
-        raise ValueError(f"discipline must be 'ps', 'fcfs' or 'rr', got {discipline!r}")
-    if isinstance(slices, (bool, np.bool_)) or not np.ndim(slices) == 0 or not float(slices).is_integer() \
-            or slices < 1:
-        raise ValueError(f"slices must be an integer >= 1, got {slices!r}")
-    d = float(check_nonnegative(slice_delay, "slice_delay"))
-    if discipline != "rr" and (slices != 1 or d != 0):
-        raise ValueError(f"slices and slice_delay apply to discipline='rr' only, got {discipline!r}")
-    return int(slices), d, _check_admission(discipline, admission)
 
 
 def _rr_additive_delay(slices: int, slice_delay: float, admission: str) -> float:
@@ -270,7 +230,7 @@ class Ceiling:
         """Fraction by which traffic at ``arrival_rate`` (requests/s) can grow before the SLO
         breaks: ``qps / arrival_rate - 1`` (negative when already past the ceiling)."""
         rate = check_positive(arrival_rate, "arrival_rate")
-        return _out(np.asarray(self.qps) / rate - 1.0)
+        return scalar_out(np.asarray(self.qps) / rate - 1.0)
 
     def __str__(self) -> str:
         return self.explanation
@@ -375,7 +335,7 @@ def qps_ceiling(service: Service | ArrayLike, servers: ArrayLike = 1, slo: Mappi
     delay_f = float(check_nonnegative(delay, "delay"))
     if slo_on == "wait" and delay_f > 0:
         raise ValueError("delay applies to the response time; with slo_on='wait' it must be 0")
-    k, d_slice, adm = _check_rr(discipline, slices, slice_delay, admission)
+    k, d_slice, adm = check_rr(discipline, slices, slice_delay, admission)
     if method not in ("exact", "curve"):
         raise ValueError(f"method must be 'exact' or 'curve', got {method!r}")
     if discipline == "rr" and slo_on != "response":
@@ -418,10 +378,10 @@ def qps_ceiling(service: Service | ArrayLike, servers: ArrayLike = 1, slo: Mappi
     first_bad = np.argmax(reason != 0, axis=-1)
     which = np.where(feasible, which, first_bad)
     binding = qs[which]
-    result_rates = {float(q): _out(rates[..., i]) for i, q in enumerate(qs)}
-    res = dict(qps=_out(qps), capacity_qps=_out(cap), ratio=_out(qps / cap), binding=_out(binding),
-               rates=result_rates, feasible=_out(feasible), slo={float(q): float(t) for q, t in zip(qs, ts)},
-               discipline=discipline, servers=_out(c), delay=delay_f + d_add, slo_on=slo_on)
+    result_rates = {float(q): scalar_out(rates[..., i]) for i, q in enumerate(qs)}
+    res = dict(qps=scalar_out(qps), capacity_qps=scalar_out(cap), ratio=scalar_out(qps / cap), binding=scalar_out(binding),
+               rates=result_rates, feasible=scalar_out(feasible), slo={float(q): float(t) for q, t in zip(qs, ts)},
+               discipline=discipline, servers=scalar_out(c), delay=delay_f + d_add, slo_on=slo_on)
     text = _explain_ceiling(res, service, reason, qs, ts, which, first_bad)
     return Ceiling(**res, explanation=text, slices=int(k), slice_delay=float(d_slice), admission=adm)
 
@@ -679,13 +639,13 @@ def servers_needed(arrival_rate: ArrayLike, service: Service | ArrayLike, slo: M
         c_total = c
     tail = np.asarray(sf(t_eff, lam_b[..., None], service._expand(1), c[..., None]), dtype=float)
     binding = qs[np.argmax(tail / p, axis=-1)]
-    res = dict(servers=_out(c_total), utilization=_out(load / c_total), binding=_out(binding),
-               tail={float(q): _out(tail[..., i]) for i, q in enumerate(qs)}, min_stable_servers=_out(min_stable),
-               machines=None if machines is None else _out(machines),
-               machines_without_redundancy=None if machines0 is None else _out(machines0),
+    res = dict(servers=scalar_out(c_total), utilization=scalar_out(load / c_total), binding=scalar_out(binding),
+               tail={float(q): scalar_out(tail[..., i]) for i, q in enumerate(qs)}, min_stable_servers=scalar_out(min_stable),
+               machines=None if machines is None else scalar_out(machines),
+               machines_without_redundancy=None if machines0 is None else scalar_out(machines0),
                redundancy=int(redundancy), servers_per_machine=spm,
                slo={float(q): float(t) for q, t in zip(qs, ts)}, discipline=discipline, slo_on=slo_on)
-    return ServersNeeded(**res, explanation=_explain_servers(res, service, _out(lam), _out(c), delay_f))
+    return ServersNeeded(**res, explanation=_explain_servers(res, service, scalar_out(lam), scalar_out(c), delay_f))
 
 
 def _explain_servers(res: dict, service: Service, lam, c_pool, delay: float) -> str:
@@ -766,7 +726,7 @@ def _burst_seconds(burst_qps: float, service: Service, servers, budget: float, d
         room = budget + 0.0 * mean
     with np.errstate(divide="ignore", invalid="ignore"):
         out = np.where(slope > 0, np.maximum(room, 0.0) / np.where(slope > 0, slope, 1.0), np.inf)
-    return _out(out)
+    return scalar_out(out)
 
 
 def burst_tolerance(service: Service | ArrayLike, servers: ArrayLike, timeout: ArrayLike, burst_qps: ArrayLike,
@@ -816,8 +776,7 @@ def burst_tolerance(service: Service | ArrayLike, servers: ArrayLike, timeout: A
     >>> round(plan.burst_tolerance(0.025, 1, 1.0, 60.0, discipline="fcfs"), 4)   # (1 - 0.025) / 0.5
     1.95
     """
-    if discipline not in ("ps", "fcfs"):
-        raise ValueError(f"discipline must be 'ps' or 'fcfs', got {discipline!r}")
+    check_discipline(discipline, ("fcfs", "ps"))
     service = as_service(service)
     c = check_servers(servers)
     to = check_positive(timeout, "timeout")
