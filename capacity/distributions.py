@@ -29,17 +29,11 @@ from typing import Any, Callable
 import numpy as np
 from scipy import special, stats
 
-from ._validation import as_float_array, check_positive, check_quantile
+from ._checks import as_float_array, check_positive, check_quantile, scalar_out
 
 __all__ = ["Service", "as_service"]
 
 ArrayLike = Any
-
-
-def _out(arr: np.ndarray):
-    """Scalars in, scalars out (like scipy.stats)."""
-    arr = np.asarray(arr)
-    return arr.item() if arr.ndim == 0 else arr
 
 
 def _clog1p(z: np.ndarray) -> np.ndarray:
@@ -172,6 +166,93 @@ class Service:
         return cls("hyperexponential", {"mean": m, "scv": c2, "p": p,
                                         "rate1": 2.0 * p / m, "rate2": 2.0 * (1.0 - p) / m})
 
+    #: Families :meth:`from_moments` can build from a mean and an scv.
+    MOMENT_FAMILIES = ("deterministic", "exponential", "erlang", "gamma", "lognormal", "hyperexponential")
+
+    @classmethod
+    def from_moments(cls, mean: ArrayLike, scv: ArrayLike = 1.0, family: str | None = None) -> "Service":
+        """The service law with this mean and squared coefficient of variation.
+
+        The one rule by which capacity turns the two numbers a planner has into a
+        distribution; the CLI, the planners, the fits and the notebooks all call it.
+
+        Parameters
+        ----------
+        mean : float or array_like
+            E[S], seconds (> 0).
+        scv : float or array_like, default 1
+            Var[S] / E[S]^2 (>= 0).
+        family : str, optional
+            One of :attr:`MOMENT_FAMILIES`.  When omitted, the family follows the scv:
+
+            ============  ==================  ==========================================
+            scv           family              why
+            ============  ==================  ==========================================
+            0             deterministic       a fixed amount of work
+            1             exponential         the memoryless case, exact formulas
+            (0, 1)        gamma               a sum of similar steps (Erlang-like)
+            > 1           lognormal           what measured request costs look like,
+                                              and the family the fits default to
+            ============  ==================  ==========================================
+
+            An array of scv values must then lie on one side of 1 (or be all 0 or all 1);
+            mixed arrays need an explicit ``family``.
+
+        Returns
+        -------
+        Service
+
+        Raises
+        ------
+        ValueError
+            When ``scv`` does not suit the family (deterministic needs 0, exponential 1,
+            erlang ``1/k`` for an integer ``k``, hyperexponential ``>= 1``, every other > 0).
+
+        Examples
+        --------
+        >>> Service.from_moments(0.025).family
+        'exponential'
+        >>> Service.from_moments(0.025, 0.2).family, Service.from_moments(0.025, 4).family
+        ('gamma', 'lognormal')
+        >>> round(Service.from_moments(0.025, 0.25, family="erlang").scv, 6)
+        0.25
+        """
+        m = check_positive(mean, "mean")
+        c2 = as_float_array(scv, "scv")
+        bad = ~np.isfinite(c2) | (c2 < 0)
+        if bad.any():
+            raise ValueError(f"scv must be non-negative and finite, got {c2[bad].flat[0].item()!r}")
+        if family is None:
+            if np.all(c2 == 0):
+                family = "deterministic"
+            elif np.all(c2 == 1):
+                family = "exponential"
+            elif np.all((c2 > 0) & (c2 <= 1)):
+                family = "gamma"
+            elif np.all(c2 >= 1):
+                family = "lognormal"
+            else:
+                raise ValueError(f"scv spans both sides of 1 (and 0 or 1 with others), got {scv!r}: pass "
+                                 f"family= (one of {list(cls.MOMENT_FAMILIES)}) to use one law for them all")
+        if family not in cls.MOMENT_FAMILIES:
+            raise ValueError(f"family must be one of {sorted(cls.MOMENT_FAMILIES)}, got {family!r}")
+        if family == "deterministic":
+            if np.any(c2 != 0):
+                raise ValueError(f"scv must be 0 for the deterministic family, got {scv!r}")
+            return cls.deterministic(np.broadcast_to(m, np.broadcast_shapes(m.shape, c2.shape)))
+        if family == "exponential":
+            if np.any(c2 != 1):
+                raise ValueError(f"scv must be 1 for the exponential family, got {scv!r}")
+            return cls.exponential(np.broadcast_to(m, np.broadcast_shapes(m.shape, c2.shape)))
+        if np.any(c2 <= 0):
+            raise ValueError(f"scv must be > 0 for the {family} family, got {scv!r}")
+        if family == "erlang":
+            k = 1.0 / c2
+            if np.any(np.abs(k - np.round(k)) > 1e-9 * k):
+                raise ValueError(f"scv must be 1/k for an integer k for the erlang family, got {scv!r}")
+            return cls.erlang(m, np.round(k))
+        return getattr(cls, family)(m, c2)
+
     @classmethod
     def empirical(cls, samples: ArrayLike) -> "Service":
         """The empirical distribution of measured CPU times (seconds).
@@ -223,27 +304,27 @@ class Service:
     @property
     def mean(self):
         """E[S], seconds."""
-        return _out(self.moment(1))
+        return scalar_out(self.moment(1))
 
     @property
     def variance(self):
         """Var[S], seconds squared."""
         m1 = np.asarray(self.moment(1))
-        return _out(np.maximum(np.asarray(self.moment(2)) - m1**2, 0.0))
+        return scalar_out(np.maximum(np.asarray(self.moment(2)) - m1**2, 0.0))
 
     @property
     def scv(self):
         """Squared coefficient of variation Var[S] / E[S]^2."""
         if "scv" in self._params:
-            return _out(self._params["scv"])
+            return scalar_out(self._params["scv"])
         fam = self.family
         if fam == "deterministic":
-            return _out(np.zeros_like(self._params["mean"]))
+            return scalar_out(np.zeros_like(self._params["mean"]))
         if fam == "exponential":
-            return _out(np.ones_like(self._params["mean"]))
+            return scalar_out(np.ones_like(self._params["mean"]))
         if fam == "erlang":
-            return _out(1.0 / self._params["k"])
-        return _out(np.asarray(self.variance) / np.asarray(self.mean) ** 2)
+            return scalar_out(1.0 / self._params["k"])
+        return scalar_out(np.asarray(self.variance) / np.asarray(self.mean) ** 2)
 
     def moment(self, k: int):
         """Raw moment E[S^k] in seconds^k, for integer k >= 1."""
@@ -254,25 +335,25 @@ class Service:
         if k == 1 and "mean" in p:
             # The families are parametrised by their mean: return it exactly, so
             # rho = rate * mean is exactly 1 at capacity (not 0.9999999999999999).
-            return _out(np.array(p["mean"], dtype=float))
+            return scalar_out(np.array(p["mean"], dtype=float))
         if fam == "deterministic":
-            return _out(p["mean"] ** k)
+            return scalar_out(p["mean"] ** k)
         if fam == "exponential":
-            return _out(math.factorial(k) * p["mean"] ** k)
+            return scalar_out(math.factorial(k) * p["mean"] ** k)
         if fam in ("erlang", "gamma"):
             shape = p["k"] if fam == "erlang" else 1.0 / p["scv"]
             scale = p["mean"] / shape
             # E[S^k] = scale^k Gamma(a + k) / Gamma(a), in logs to survive large a.
-            return _out(np.exp(k * np.log(scale) + special.gammaln(shape + k) - special.gammaln(shape)))
+            return scalar_out(np.exp(k * np.log(scale) + special.gammaln(shape + k) - special.gammaln(shape)))
         if fam == "lognormal":
             sigma2 = np.log1p(p["scv"])
             mu = np.log(p["mean"]) - 0.5 * sigma2
-            return _out(np.exp(k * mu + 0.5 * k * k * sigma2))
+            return scalar_out(np.exp(k * mu + 0.5 * k * k * sigma2))
         if fam == "hyperexponential":
-            return _out(math.factorial(k) * (p["p"] / p["rate1"] ** k + (1 - p["p"]) / p["rate2"] ** k))
+            return scalar_out(math.factorial(k) * (p["p"] / p["rate1"] ** k + (1 - p["p"]) / p["rate2"] ** k))
         if fam == "empirical":
             return float(np.mean(self._samples**k))
-        return _out(np.asarray(self._frozen.moment(k), dtype=float))
+        return scalar_out(np.asarray(self._frozen.moment(k), dtype=float))
 
     # ------------------------------------------------------------------ distribution functions
     def cdf(self, t: ArrayLike):
@@ -280,40 +361,40 @@ class Service:
         t = as_float_array(t, "t")
         fam, p = self.family, self._params
         if fam == "deterministic":
-            return _out((t >= p["mean"]).astype(float))
+            return scalar_out((t >= p["mean"]).astype(float))
         if fam == "hyperexponential":
-            return _out(-(p["p"] * np.expm1(-p["rate1"] * np.maximum(t, 0))
+            return scalar_out(-(p["p"] * np.expm1(-p["rate1"] * np.maximum(t, 0))
                           + (1 - p["p"]) * np.expm1(-p["rate2"] * np.maximum(t, 0))))
         if fam == "empirical":
             x = self._samples
-            return _out(np.searchsorted(x, t, side="right") / x.size)
-        return _out(self._frozen.cdf(t))
+            return scalar_out(np.searchsorted(x, t, side="right") / x.size)
+        return scalar_out(self._frozen.cdf(t))
 
     def sf(self, t: ArrayLike):
         """P(S > t), accurate in the far tail."""
         t = as_float_array(t, "t")
         fam, p = self.family, self._params
         if fam == "deterministic":
-            return _out((t < p["mean"]).astype(float))
+            return scalar_out((t < p["mean"]).astype(float))
         if fam == "hyperexponential":
             tt = np.maximum(t, 0)
-            return _out(p["p"] * np.exp(-p["rate1"] * tt) + (1 - p["p"]) * np.exp(-p["rate2"] * tt))
+            return scalar_out(p["p"] * np.exp(-p["rate1"] * tt) + (1 - p["p"]) * np.exp(-p["rate2"] * tt))
         if fam == "empirical":
             x = self._samples
-            return _out(1.0 - np.searchsorted(x, t, side="right") / x.size)
-        return _out(self._frozen.sf(t))
+            return scalar_out(1.0 - np.searchsorted(x, t, side="right") / x.size)
+        return scalar_out(self._frozen.sf(t))
 
     def ppf(self, q: ArrayLike):
         """Quantile: the smallest t with P(S <= t) >= q, for q in (0, 1)."""
         q = check_quantile(q, "q")
         fam, p = self.family, self._params
         if fam == "deterministic":
-            return _out(np.broadcast_to(p["mean"], np.broadcast(p["mean"], q).shape).copy())
+            return scalar_out(np.broadcast_to(p["mean"], np.broadcast(p["mean"], q).shape).copy())
         if fam == "hyperexponential":
-            return _out(self._hyperexponential_ppf(q))
+            return scalar_out(self._hyperexponential_ppf(q))
         if fam == "empirical":
-            return _out(np.quantile(self._samples, q, method="inverted_cdf"))
-        return _out(self._frozen.ppf(q))
+            return scalar_out(np.quantile(self._samples, q, method="inverted_cdf"))
+        return scalar_out(self._frozen.ppf(q))
 
     def _hyperexponential_ppf(self, q: np.ndarray) -> np.ndarray:
         # The sf lies between exp(-r_max t) and exp(-r_min t): bisect on
@@ -387,20 +468,20 @@ class Service:
             s = s.astype(float)
         fam, p = self.family, self._params
         if fam == "deterministic":
-            return _out(np.exp(-s * p["mean"]))
+            return scalar_out(np.exp(-s * p["mean"]))
         if fam == "exponential":
-            return _out(1.0 / (1.0 + s * p["mean"]))
+            return scalar_out(1.0 / (1.0 + s * p["mean"]))
         if fam in ("erlang", "gamma"):
             shape = p["k"] if fam == "erlang" else 1.0 / p["scv"]
             scale = p["mean"] / shape
-            return _out(np.exp(-shape * _clog1p(s * scale)))
+            return scalar_out(np.exp(-shape * _clog1p(s * scale)))
         if fam == "hyperexponential":
             r1, r2, q = p["rate1"], p["rate2"], p["p"]
-            return _out(q * r1 / (r1 + s) + (1 - q) * r2 / (r2 + s))
+            return scalar_out(q * r1 / (r1 + s) + (1 - q) * r2 / (r2 + s))
         if fam == "empirical":
             values, counts = np.unique(self._samples, return_counts=True)
             w = counts / counts.sum()
-            return _out(np.exp(-s[..., None] * values) @ w)
+            return scalar_out(np.exp(-s[..., None] * values) @ w)
         raise NotImplementedError(
             f"the {self.family} family has no closed-form Laplace transform")
 
