@@ -30,6 +30,8 @@ from typing import Any, NamedTuple
 import numpy as np
 import sympy
 
+from ._deprecation import renamed_parameters
+
 __all__ = [
     "FORMULAS",
     "MVAStep",
@@ -129,14 +131,15 @@ def mm1_mean_wait(arrival_rate: Any = lam, service_rate: Any = mu) -> sympy.Expr
     return (arrival_rate / service_rate) / (service_rate - arrival_rate)
 
 
-def erlang_b(c: Any = c, a: Any = a) -> sympy.Expr:
+@renamed_parameters(c="servers", a="offered_load")
+def erlang_b(servers: Any = c, offered_load: Any = a) -> sympy.Expr:
     """Erlang B blocking probability of M/M/c/c, (a^c/c!) / sum_{k=0}^{c} a^k/k!.
 
     Parameters
     ----------
-    c : default symbol c
+    servers : default symbol c
         Number of servers (a positive integer).
-    a : default symbol a
+    offered_load : default symbol a
         Offered load lambda E[S], Erlangs.
 
     Returns
@@ -151,29 +154,31 @@ def erlang_b(c: Any = c, a: Any = a) -> sympy.Expr:
     L. Kleinrock, *Queueing Systems* vol. 1 (1975), sec. 3.7 (Erlang's loss
     formula).
     """
-    c, a = _exact(c, a)
-    return (a**c / sympy.factorial(c)) / sympy.Sum(a**k / sympy.factorial(k), (k, 0, c))
+    c_, a_ = _exact(servers, offered_load)
+    return (a_**c_ / sympy.factorial(c_)) / sympy.Sum(a_**k / sympy.factorial(k), (k, 0, c_))
 
 
-def erlang_b_step(k: Any = c, a: Any = a, previous: Any = B_prev) -> sympy.Expr:
+@renamed_parameters(k="servers", a="offered_load")
+def erlang_b_step(servers: Any = c, offered_load: Any = a, previous: Any = B_prev) -> sympy.Expr:
     """One step of the stable Erlang B recursion over servers.
 
-    B(k, a) = a B(k-1, a) / (k + a B(k-1, a)), starting from B(0, a) = 1;
-    ``previous`` is B(k-1, a).  Every step stays in [0, 1], which is why the
+    B(c, a) = a B(c-1, a) / (c + a B(c-1, a)), starting from B(0, a) = 1, with c = ``servers``
+    and a = ``offered_load``; ``previous`` is B(c-1, a).  Every step stays in [0, 1], which is why the
     numeric code uses it instead of the factorial form.
     """
-    k, a, previous = _exact(k, a, previous)
-    return a * previous / (k + a * previous)
+    c_, a_, previous = _exact(servers, offered_load, previous)
+    return a_ * previous / (c_ + a_ * previous)
 
 
-def erlang_c(c: Any = c, a: Any = a) -> sympy.Expr:
+@renamed_parameters(c="servers", a="offered_load")
+def erlang_c(servers: Any = c, offered_load: Any = a) -> sympy.Expr:
     """Erlang C, the probability that an arrival has to wait in M/M/c.
 
     Parameters
     ----------
-    c : default symbol c
+    servers : default symbol c
         Number of servers (a positive integer).
-    a : default symbol a
+    offered_load : default symbol a
         Offered load lambda E[S] < c, Erlangs.
 
     Returns
@@ -194,18 +199,20 @@ def erlang_c(c: Any = c, a: Any = a) -> sympy.Expr:
     >>> round(float(erlang_c(14, 10).doit()), 7)
     0.1741319
     """
-    c, a = _exact(c, a)
-    top = a**c / sympy.factorial(c) * c / (c - a)
-    return top / (sympy.Sum(a**k / sympy.factorial(k), (k, 0, c - 1)) + top)
+    c_, a_ = _exact(servers, offered_load)
+    top = a_**c_ / sympy.factorial(c_) * c_ / (c_ - a_)
+    return top / (sympy.Sum(a_**k / sympy.factorial(k), (k, 0, c_ - 1)) + top)
 
 
-def erlang_c_from_b(c: Any = c, a: Any = a, blocking: Any = B) -> sympy.Expr:
-    """Erlang C from Erlang B at the same c and a: C = B / (1 - (a/c)(1 - B)).
+@renamed_parameters(c="servers", a="offered_load")
+def erlang_c_from_b(servers: Any = c, offered_load: Any = a, blocking: Any = B) -> sympy.Expr:
+    """Erlang C from Erlang B (``blocking``) at the same servers c and offered load a:
+    C = B / (1 - (a/c)(1 - B)).
 
     The route the numeric code takes (B by its stable recursion, then C).
     """
-    c, a, blocking = _exact(c, a, blocking)
-    return blocking / (1 - (a / c) * (1 - blocking))
+    c_, a_, blocking = _exact(servers, offered_load, blocking)
+    return blocking / (1 - (a_ / c_) * (1 - blocking))
 
 
 def ps_mean_response(arrival_rate: Any = lam, mean_service: Any = ES) -> sympy.Expr:
