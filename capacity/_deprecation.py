@@ -31,12 +31,14 @@ def renamed_parameters(**renames: str) -> Callable[[Callable], Callable]:
     def decorate(func: Callable) -> Callable:
         @functools.wraps(func)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            for old, new in renames.items():
-                if old in kwargs:
+            used = [(old, new) for old, new in renames.items() if old in kwargs]
+            if used:
+                for old, new in used:
                     if new in kwargs:
                         raise TypeError(f"{func.__name__}() got both {old!r} (the old name) and {new!r}")
-                    _warn(f"{func.__qualname__}(): parameter {old!r} is now {new!r}")
                     kwargs[new] = kwargs.pop(old)
+                # One warning per call, naming every old keyword it used.
+                _warn(f"{func.__qualname__}(): " + ", ".join(f"parameter {o!r} is now {n!r}" for o, n in used))
             return func(*args, **kwargs)
 
         wrapper.__deprecated_parameters__ = {**getattr(func, "__deprecated_parameters__", {}), **renames}

@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import numbers
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from ._checks import check_nonnegative, check_positive
+from ._deprecation import deprecated_property
+from ._result import Result
 
 __all__ = ["BoundsResult", "MVAResult", "bounds", "mva"]
 
@@ -71,8 +73,8 @@ def _prepare(demands: ArrayLike, think_time: ArrayLike) -> tuple[np.ndarray, np.
 
 
 # ---------------------------------------------------------------------- MVA
-@dataclass(frozen=True)
-class MVAResult:
+@dataclass(frozen=True, repr=False)
+class MVAResult(Result):
     """Mean performance of a closed network for every population 1..N.
 
     With a batch of demand vectors of shape ``batch + (K,)`` every array below
@@ -84,11 +86,11 @@ class MVAResult:
         Population sizes 1..N.
     throughput : ndarray, shape batch + (N,)
         X(n), requests per second.
-    response_time : ndarray, shape batch + (N,)
-        R(n) = sum_k R_k(n), seconds per request, excluding think time.
+    response : ndarray, shape batch + (N,)
+        R(n) = sum_k R_k(n), the response time in seconds per request, excluding think time.
     residence_time : ndarray, shape batch + (N, K)
         R_k(n), seconds a request spends at station k (queueing + service).
-    queue_length : ndarray, shape batch + (N, K)
+    mean_number : ndarray, shape batch + (N, K)
         Q_k(n), mean number of requests at station k (waiting + in service).
     utilization : ndarray, shape batch + (N, K)
         U_k(n) = X(n) D_k, the fraction of time station k is busy.
@@ -100,18 +102,38 @@ class MVAResult:
 
     users: np.ndarray
     throughput: np.ndarray
-    response_time: np.ndarray
+    response: np.ndarray
     residence_time: np.ndarray
-    queue_length: np.ndarray
+    mean_number: np.ndarray
     utilization: np.ndarray
     demands: np.ndarray
     think_time: np.ndarray
 
+    _headline: ClassVar[tuple[str, ...]] = ("users", "throughput", "response")
+    response_time = deprecated_property("response")
+    queue_length = deprecated_property("mean_number")
+
+    def __repr__(self) -> str:
+        batch = self.throughput.shape[:-1]
+        shape = f", batch {'x'.join(map(str, batch))}" if batch else ""
+        return (f"MVAResult(users=1..{self.users.size}, stations={self.demands.shape[-1]}{shape}, "
+                f"max throughput={float(np.max(self.throughput)):.4g}/s)")
+
+    def __str__(self) -> str:
+        if self.throughput.shape[:-1]:
+            return repr(self) + ": a batch of closed networks; see to_frame()"
+        n, x, r = self.users[-1], float(self.throughput[-1]), float(self.response[-1])
+        bottleneck = int(np.argmax(self.demands))
+        return (f"With {n} users and {self.think_time:.4g} s of think time, the closed network completes "
+                f"{x:.4g} requests/s at a mean response time of {r:.4g} s; station {bottleneck} is the "
+                f"bottleneck ({100 * float(self.utilization[-1, bottleneck]):.1f} % busy), which caps throughput "
+                f"at {1 / float(np.max(self.demands)):.4g} requests/s however many users are added.")
+
     def to_frame(self):
         """The result as a :class:`pandas.DataFrame`, one row per population.
 
-        Columns ``throughput``, ``response_time`` and, for each station ``k``,
-        ``queue_length_k``, ``residence_time_k`` and ``utilization_k``.  The
+        Columns ``throughput``, ``response`` and, for each station ``k``,
+        ``mean_number_k``, ``residence_time_k`` and ``utilization_k``.  The
         index is ``users``; with a batch of demand vectors it is a
         MultiIndex ``(batch_0, ..., users)``.
         """
@@ -128,10 +150,10 @@ class MVAResult:
             index = pd.Index(self.users, name="users")
         columns: dict[str, np.ndarray] = {
             "throughput": self.throughput.reshape(-1),
-            "response_time": self.response_time.reshape(-1),
+            "response": self.response.reshape(-1),
         }
-        for k in range(self.queue_length.shape[-1]):
-            columns[f"queue_length_{k}"] = self.queue_length[..., k].reshape(-1)
+        for k in range(self.mean_number.shape[-1]):
+            columns[f"mean_number_{k}"] = self.mean_number[..., k].reshape(-1)
             columns[f"residence_time_{k}"] = self.residence_time[..., k].reshape(-1)
             columns[f"utilization_{k}"] = self.utilization[..., k].reshape(-1)
         return pd.DataFrame(columns, index=index)
@@ -178,7 +200,7 @@ def mva(demands: ArrayLike, think_time: ArrayLike = 0.0, users: int | None = Non
     -------
     MVAResult
         Arrays over populations 1..N: ``throughput`` (requests/s),
-        ``response_time`` (s, without think time), ``queue_length``,
+        ``response`` (s, without think time), ``mean_number``,
         ``residence_time`` and ``utilization`` per station; ``.to_frame()``
         gives a DataFrame.
 
@@ -228,9 +250,9 @@ def mva(demands: ArrayLike, think_time: ArrayLike = 0.0, users: int | None = Non
     >>> res = mva([0.010, 0.005], think_time=0.090, users=20)
     >>> round(float(res.throughput[0]), 4)  # one user: 1 / (0.015 + 0.090)
     9.5238
-    >>> round(float(res.throughput[-1]), 2), round(float(res.response_time[-1]), 4)
+    >>> round(float(res.throughput[-1]), 2), round(float(res.response[-1]), 4)
     (99.72, 0.1106)
-    >>> res.queue_length.shape
+    >>> res.mean_number.shape
     (20, 2)
 
     A batch of three CPU demands in one call:
@@ -244,9 +266,9 @@ def mva(demands: ArrayLike, think_time: ArrayLike = 0.0, users: int | None = Non
     return MVAResult(
         users=np.arange(1, n_users + 1),
         throughput=x,
-        response_time=r_k.sum(axis=-1),
+        response=r_k.sum(axis=-1),
         residence_time=r_k,
-        queue_length=q_k,
+        mean_number=q_k,
         utilization=x[..., None] * d[..., None, :],
         demands=np.array(d),
         think_time=np.array(z),
@@ -254,8 +276,8 @@ def mva(demands: ArrayLike, think_time: ArrayLike = 0.0, users: int | None = Non
 
 
 # ---------------------------------------------------------------------- bounds
-@dataclass(frozen=True)
-class BoundsResult:
+@dataclass(frozen=True, repr=False)
+class BoundsResult(Result):
     """Asymptotic (and pessimistic) bounds for populations 1..N.
 
     Attributes
@@ -265,9 +287,9 @@ class BoundsResult:
         min(n / (D + Z), 1 / D_max), requests/s.
     throughput_lower : ndarray, shape batch + (N,)
         n / (n D + Z), requests/s (every other request ahead of you everywhere).
-    response_time_lower : ndarray, shape batch + (N,)
+    response_lower : ndarray, shape batch + (N,)
         max(D, n D_max - Z), seconds.
-    response_time_upper : ndarray, shape batch + (N,)
+    response_upper : ndarray, shape batch + (N,)
         n D, seconds.
     knee : ndarray or float, shape batch
         N* = (D + Z) / D_max, the population where the two optimistic
@@ -277,9 +299,39 @@ class BoundsResult:
     users: np.ndarray
     throughput_upper: np.ndarray
     throughput_lower: np.ndarray
-    response_time_lower: np.ndarray
-    response_time_upper: np.ndarray
+    response_lower: np.ndarray
+    response_upper: np.ndarray
     knee: Any
+
+    _headline: ClassVar[tuple[str, ...]] = ("knee",)
+    response_time_lower = deprecated_property("response_lower")
+    response_time_upper = deprecated_property("response_upper")
+
+    def __repr__(self) -> str:
+        return f"BoundsResult(users=1..{self.users.size}, knee={np.round(self.knee, 4).tolist()})"
+
+    def __str__(self) -> str:
+        if np.ndim(self.knee):
+            return repr(self) + ": a batch of closed networks; see to_frame()"
+        return (f"Throughput rises at most linearly with users up to the knee at {float(self.knee):.3g} users, "
+                f"then stays below {float(self.throughput_upper[-1]):.4g} requests/s; past the knee each added user "
+                f"only adds response time (at least {float(self.response_lower[-1]):.4g} s with "
+                f"{self.users[-1]} users).")
+
+    def to_frame(self):
+        """One row per population (index ``users``; a MultiIndex with a batch of networks)."""
+        import pandas as pd
+
+        names = ["throughput_upper", "throughput_lower", "response_lower", "response_upper"]
+        batch = self.throughput_upper.shape[:-1]
+        n_users = self.users.size
+        if batch:
+            grids = np.indices(batch + (n_users,)).reshape(len(batch) + 1, -1)
+            levels = [grids[i] for i in range(len(batch))] + [self.users[grids[-1]]]
+            index = pd.MultiIndex.from_arrays(levels, names=[f"batch_{i}" for i in range(len(batch))] + ["users"])
+        else:
+            index = pd.Index(self.users, name="users")
+        return pd.DataFrame({n: getattr(self, n).reshape(-1) for n in names}, index=index)
 
 
 def bounds(demands: ArrayLike, think_time: ArrayLike = 0.0, users: int | None = None) -> BoundsResult:
@@ -297,8 +349,8 @@ def bounds(demands: ArrayLike, think_time: ArrayLike = 0.0, users: int | None = 
     Returns
     -------
     BoundsResult
-        ``throughput_upper``, ``throughput_lower``, ``response_time_lower``,
-        ``response_time_upper`` over populations 1..N, and ``knee``.
+        ``throughput_upper``, ``throughput_lower``, ``response_lower``,
+        ``response_upper`` over populations 1..N, and ``knee``.
 
     Notes
     -----
@@ -324,7 +376,7 @@ def bounds(demands: ArrayLike, think_time: ArrayLike = 0.0, users: int | None = 
     >>> b = bounds([0.010, 0.005], think_time=0.090, users=20)
     >>> round(float(b.knee), 2)  # (0.015 + 0.090) / 0.010
     10.5
-    >>> round(float(b.throughput_upper[-1]), 2), round(float(b.response_time_lower[-1]), 3)
+    >>> round(float(b.throughput_upper[-1]), 2), round(float(b.response_lower[-1]), 3)
     (100.0, 0.11)
     """
     d, z, _ = _prepare(demands, think_time)
@@ -338,7 +390,7 @@ def bounds(demands: ArrayLike, think_time: ArrayLike = 0.0, users: int | None = 
         users=np.arange(1, n_users + 1),
         throughput_upper=np.minimum(n / (total + zz), 1.0 / d_max),
         throughput_lower=n / (n * total + zz),
-        response_time_lower=np.maximum(total, n * d_max - zz),
-        response_time_upper=n * total,
+        response_lower=np.maximum(total, n * d_max - zz),
+        response_upper=n * total,
         knee=knee.item() if knee.ndim == 0 else knee,
     )

@@ -30,6 +30,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import sympy
 
+from ._deprecation import _warn as _warn_renamed
 from ._deprecation import renamed_parameters
 
 __all__ = [
@@ -283,14 +284,26 @@ def mm1_response_quantile(q: Any = q, arrival_rate: Any = lam, service_rate: Any
 class MVAStep(NamedTuple):
     """One step of exact MVA, from population N-1 to N.
 
-    ``residence_time`` and ``queue_length`` are single expressions for one
-    station and tuples for several.
+    ``residence_time`` and ``mean_number`` (Q_k, the mean number at each station) are single
+    expressions for one station and tuples for several; ``response`` is R = sum_k R_k.
     """
 
     residence_time: Any
-    response_time: sympy.Expr
+    response: sympy.Expr
     throughput: sympy.Expr
-    queue_length: Any
+    mean_number: Any
+
+    # The names of the previous release (docs/glossary.md); a NamedTuple cannot take a descriptor
+    # with __set_name__, so each old name is a plain property that warns.
+    @property
+    def response_time(self) -> sympy.Expr:
+        _warn_renamed("MVAStep.response_time is now .response")
+        return self.response
+
+    @property
+    def queue_length(self) -> Any:
+        _warn_renamed("MVAStep.queue_length is now .mean_number")
+        return self.mean_number
 
 
 def mva_step(demands: Any = D, think_time: Any = Z, users: Any = N,
@@ -301,7 +314,7 @@ def mva_step(demands: Any = D, think_time: Any = Z, users: Any = N,
 
     ``demands`` and ``previous_queue`` are a single value (one station) or
     sequences of equal length (one entry per station).  Feeding
-    ``queue_length`` back as ``previous_queue`` for N = 1, 2, ... reproduces
+    ``mean_number`` back as ``previous_queue`` for N = 1, 2, ... reproduces
     :func:`capacity.closed.mva` exactly (with rational inputs, in exact
     arithmetic).
     """

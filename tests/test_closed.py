@@ -35,8 +35,8 @@ def test_one_station_no_think_time_by_hand():
     """
     res = mva(1.0, 0.0, 3)
     np.testing.assert_allclose(res.throughput, [1.0, 1.0, 1.0], rtol=1e-15)
-    np.testing.assert_allclose(res.response_time, [1.0, 2.0, 3.0], rtol=1e-15)
-    np.testing.assert_allclose(res.queue_length[:, 0], [1.0, 2.0, 3.0], rtol=1e-15)
+    np.testing.assert_allclose(res.response, [1.0, 2.0, 3.0], rtol=1e-15)
+    np.testing.assert_allclose(res.mean_number[:, 0], [1.0, 2.0, 3.0], rtol=1e-15)
     np.testing.assert_array_equal(res.users, [1, 2, 3])
 
 
@@ -49,8 +49,8 @@ def test_one_station_with_think_time_by_hand():
     """
     res = mva(1.0, 1.0, 3)
     np.testing.assert_allclose(res.throughput, [0.5, 0.8, 0.9375], rtol=1e-14)
-    np.testing.assert_allclose(res.response_time, [1.0, 1.5, 2.2], rtol=1e-14)
-    np.testing.assert_allclose(res.queue_length[:, 0], [0.5, 1.2, 2.0625], rtol=1e-14)
+    np.testing.assert_allclose(res.response, [1.0, 1.5, 2.2], rtol=1e-14)
+    np.testing.assert_allclose(res.mean_number[:, 0], [0.5, 1.2, 2.0625], rtol=1e-14)
     np.testing.assert_allclose(res.utilization[:, 0], [0.5, 0.8, 0.9375], rtol=1e-14)
 
 
@@ -69,21 +69,21 @@ def test_two_stations_by_hand():
     """
     res = mva([0.2, 0.1], 1.0, 3)
     np.testing.assert_allclose(res.throughput, [10 / 13, 130 / 87, 522 / 241], rtol=1e-14)
-    np.testing.assert_allclose(res.response_time, [3 / 10, 22 / 65, 67 / 174], rtol=1e-14)
+    np.testing.assert_allclose(res.response, [3 / 10, 22 / 65, 67 / 174], rtol=1e-14)
     np.testing.assert_allclose(res.residence_time[2], [39 / 145, 101 / 870], rtol=1e-14)
-    np.testing.assert_allclose(res.queue_length,
+    np.testing.assert_allclose(res.mean_number,
                                [[2 / 13, 1 / 13], [10 / 29, 14 / 87], [20358 / 34945, 303 / 1205]],
                                rtol=1e-14)
     # Decimal check of the same numbers (hand calculator): X(3) = 2.16598, R(3) = 0.38506.
     assert abs(res.throughput[2] - 2.16598) < 1e-5
-    assert abs(res.response_time[2] - 0.38506) < 1e-5
+    assert abs(res.response[2] - 0.38506) < 1e-5
 
 
 def test_single_user_response_is_total_demand():
     # With one user nobody ever queues: R(1) = sum_k D_k (Lazowska et al. ch. 5).
     d = [0.013, 0.002, 0.04]
     res = mva(d, 0.3, 1)
-    assert res.response_time[0] == pytest.approx(sum(d), rel=1e-15)
+    assert res.response[0] == pytest.approx(sum(d), rel=1e-15)
     assert res.throughput[0] == pytest.approx(1 / (sum(d) + 0.3), rel=1e-15)
 
 
@@ -101,21 +101,21 @@ def test_operational_laws_hold_for_every_population(demands, think_time):
     x = res.throughput
     d = np.atleast_1d(demands)
     # Interactive response-time law (Lazowska et al. ch. 3): R = N/X - Z.
-    np.testing.assert_allclose(res.response_time, n / x - think_time, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(res.response, n / x - think_time, rtol=1e-12, atol=1e-15)
     # Little's law at each station: Q_k = X R_k.
-    np.testing.assert_allclose(res.queue_length, x[:, None] * res.residence_time, rtol=1e-14)
+    np.testing.assert_allclose(res.mean_number, x[:, None] * res.residence_time, rtol=1e-14)
     # Utilization law: U_k = X D_k, never above 1.
     np.testing.assert_allclose(res.utilization, x[:, None] * d[None, :], rtol=1e-14)
     assert np.all(res.utilization <= 1 + 1e-12)
     # Population conservation: users at stations plus users thinking (X Z, Little at the delay) = n.
-    np.testing.assert_allclose(res.queue_length.sum(axis=1) + x * think_time, n, rtol=1e-12)
+    np.testing.assert_allclose(res.mean_number.sum(axis=1) + x * think_time, n, rtol=1e-12)
     # Throughput increases with the population and stays within the asymptotic bounds.
     assert np.all(np.diff(x) >= -1e-12 * x[1:])
     b = bounds(demands, think_time, 60)
     assert np.all(x <= b.throughput_upper * (1 + 1e-12))
     assert np.all(x >= b.throughput_lower * (1 - 1e-12))
-    assert np.all(res.response_time >= b.response_time_lower * (1 - 1e-12))
-    assert np.all(res.response_time <= b.response_time_upper * (1 + 1e-12))
+    assert np.all(res.response >= b.response_lower * (1 - 1e-12))
+    assert np.all(res.response <= b.response_upper * (1 + 1e-12))
 
 
 # ---------------------------------------------------------------------- exact references
@@ -171,7 +171,7 @@ def test_mva_matches_ctmc(s1, s2, p, think_time, users):
     for n in range(1, users + 1):
         x_ref, q_ref = _ctmc_two_stations(s1, s2, p, think_time, n)
         assert res.throughput[n - 1] == pytest.approx(x_ref, rel=1e-10)
-        np.testing.assert_allclose(res.queue_length[n - 1], q_ref[:len(demands)], rtol=1e-10)
+        np.testing.assert_allclose(res.mean_number[n - 1], q_ref[:len(demands)], rtol=1e-10)
 
 
 def test_matches_machine_repairman_formula():
@@ -201,9 +201,9 @@ def test_balanced_network_exact_throughput():
 def test_large_population_saturates_cleanly():
     # Far past the knee: X -> 1/D_max, R -> N D_max - Z (Lazowska ch. 5), no overflow/NaN.
     res = mva([0.01, 0.002], 1.0, 20000)
-    assert np.all(np.isfinite(res.throughput)) and np.all(np.isfinite(res.queue_length))
+    assert np.all(np.isfinite(res.throughput)) and np.all(np.isfinite(res.mean_number))
     assert res.throughput[-1] == pytest.approx(100.0, rel=1e-9)
-    assert res.response_time[-1] == pytest.approx(20000 * 0.01 - 1.0, rel=1e-6)
+    assert res.response[-1] == pytest.approx(20000 * 0.01 - 1.0, rel=1e-6)
 
 
 # ---------------------------------------------------------------------- bounds
@@ -221,10 +221,10 @@ def test_bounds_by_hand():
     assert b.knee == pytest.approx(6.5, rel=1e-15)
     assert b.throughput_upper[0] == pytest.approx(1 / 1.3, rel=1e-15)
     assert b.throughput_upper[-1] == pytest.approx(5.0, rel=1e-15)
-    assert b.response_time_lower[0] == pytest.approx(0.3, rel=1e-15)
-    assert b.response_time_lower[-1] == pytest.approx(1.0, rel=1e-15)
+    assert b.response_lower[0] == pytest.approx(0.3, rel=1e-15)
+    assert b.response_lower[-1] == pytest.approx(1.0, rel=1e-15)
     assert b.throughput_lower[-1] == pytest.approx(2.5, rel=1e-15)
-    assert b.response_time_upper[-1] == pytest.approx(3.0, rel=1e-15)
+    assert b.response_upper[-1] == pytest.approx(3.0, rel=1e-15)
 
 
 def test_bounds_broadcast():
@@ -247,7 +247,7 @@ def test_monotone_in_population(demands, think_time, users):
     res = mva(demands, think_time, users)
     # Lazowska et al. ch. 5-6: X(n) and R(n) are nondecreasing in n.
     assert np.all(np.diff(res.throughput) >= -1e-12 * res.throughput[1:])
-    assert np.all(np.diff(res.response_time) >= -1e-12 * res.response_time[1:])
+    assert np.all(np.diff(res.response) >= -1e-12 * res.response[1:])
     b = bounds(demands, think_time, users)
     assert np.all(res.throughput <= b.throughput_upper * (1 + 1e-12))
     assert np.all(res.throughput >= b.throughput_lower * (1 - 1e-12))
@@ -273,12 +273,12 @@ def test_batch_broadcast_matches_loop(b1, b2, k, users, seed):
     think_time = rng.uniform(0.0, 2.0, size=(b2,))
     res = mva(demands, think_time, users)
     assert res.throughput.shape == (b1, b2, users)
-    assert res.queue_length.shape == (b1, b2, users, k)
+    assert res.mean_number.shape == (b1, b2, users, k)
     assert res.utilization.shape == (b1, b2, users, k)
     for i, j in itertools.product(range(b1), range(b2)):
         one = mva(demands[i, j], think_time[j], users)
         np.testing.assert_allclose(res.throughput[i, j], one.throughput, rtol=1e-15)
-        np.testing.assert_allclose(res.queue_length[i, j], one.queue_length, rtol=1e-15)
+        np.testing.assert_allclose(res.mean_number[i, j], one.mean_number, rtol=1e-15)
 
 
 def test_think_time_batch_with_scalar_demand():
@@ -295,7 +295,7 @@ def test_to_frame_single_network():
     df = mva([0.2, 0.1], 1.0, 3).to_frame()
     assert isinstance(df, pd.DataFrame)
     assert list(df.index) == [1, 2, 3] and df.index.name == "users"
-    for col in ("throughput", "response_time", "queue_length_0", "queue_length_1",
+    for col in ("throughput", "response", "mean_number_0", "mean_number_1",
                 "utilization_0", "utilization_1", "residence_time_0"):
         assert col in df.columns
     assert df.loc[2, "throughput"] == pytest.approx(130 / 87, rel=1e-14)  # hand-worked above
@@ -351,7 +351,46 @@ def test_docstring_open_versus_closed_example():
     """
     res = mva(0.010, 0.0, 10)
     assert res.throughput[-1] == pytest.approx(100.0, rel=1e-12)
-    assert res.response_time[-1] == pytest.approx(0.1, rel=1e-12)
+    assert res.response[-1] == pytest.approx(0.1, rel=1e-12)
     # The closed test never shows more than 10 requests in flight; the open
     # stream at 99 % of the closed throughput has a mean of rho/(1-rho) = 99.
-    assert res.queue_length[-1, 0] == pytest.approx(10.0, rel=1e-12)
+    assert res.mean_number[-1, 0] == pytest.approx(10.0, rel=1e-12)
+
+
+# ---------------------------------------------------------------------- result protocol and old names
+
+
+def test_results_follow_the_result_protocol():
+    import json
+
+    res = mva([0.2, 0.1], 1.0, 3)
+    text = repr(res)
+    assert text.startswith("MVAResult(") and "users=1..3" in text and len(text) < 120
+    # In words: the bottleneck (station 0, D = 0.2 s) caps throughput at 1 / 0.2 = 5 requests/s.
+    assert "station 0 is the bottleneck" in str(res) and "5 requests/s" in str(res)
+    assert json.loads(json.dumps(res.to_dict()))["response"] == pytest.approx(res.response.tolist(), rel=1e-15)
+    b = bounds([0.2, 0.1], 1.0, 3)
+    assert "knee=" in repr(b) and len(repr(b)) < 80
+    # knee N* = (D + Z) / D_max = (0.3 + 1) / 0.2 = 6.5 users (hand-worked).
+    assert "6.5 users" in str(b)
+    frame = b.to_frame()
+    assert list(frame.columns) == ["throughput_upper", "throughput_lower", "response_lower", "response_upper"]
+    assert frame.loc[3, "response_upper"] == pytest.approx(0.9, rel=1e-15)  # n D = 3 x 0.3
+    assert json.loads(json.dumps(b.to_dict()))["knee"] == pytest.approx(6.5)
+
+
+@pytest.mark.parametrize("old, new", [("response_time", "response"), ("queue_length", "mean_number")])
+def test_old_mva_names_warn_and_still_work(old, new):
+    res = mva([0.2, 0.1], 1.0, 3)
+    with pytest.warns(DeprecationWarning, match=f"MVAResult.{old} is now .{new}"):
+        value = getattr(res, old)
+    np.testing.assert_array_equal(value, getattr(res, new))
+
+
+@pytest.mark.parametrize("old, new", [("response_time_lower", "response_lower"),
+                                      ("response_time_upper", "response_upper")])
+def test_old_bounds_names_warn_and_still_work(old, new):
+    b = bounds([0.2, 0.1], 1.0, 3)
+    with pytest.warns(DeprecationWarning, match=f"{new}"):
+        value = getattr(b, old)
+    np.testing.assert_array_equal(value, getattr(b, new))

@@ -183,3 +183,53 @@ def test_bare_number_means_exponential():
 def test_bad_input_names_the_parameter(call, name):
     with pytest.raises(ValueError, match=name):
         call()
+
+
+# ---------------------------------------------------------------------- Service.from_moments: the one rule
+
+
+@pytest.mark.parametrize("scv, family", [(0.0, "deterministic"), (1.0, "exponential"), (0.04, "gamma"),
+                                         (0.9999, "gamma"), (1.0001, "lognormal"), (25.0, "lognormal")])
+def test_from_moments_picks_the_family_by_the_scv(scv, family):
+    s = Service.from_moments(0.025, scv)
+    assert s.family == family
+    # Whatever the law, it keeps both moments it was given.
+    assert s.mean == pytest.approx(0.025, rel=1e-15)
+    assert s.scv == pytest.approx(scv, rel=1e-12, abs=1e-15)
+
+
+@pytest.mark.parametrize("family, scv", [("gamma", 3.0), ("lognormal", 0.2), ("hyperexponential", 4.0),
+                                         ("erlang", 0.25), ("exponential", 1.0), ("deterministic", 0.0)])
+def test_from_moments_with_a_family_is_that_constructor(family, scv):
+    s = Service.from_moments(0.02, scv, family=family)
+    direct = {"erlang": lambda: Service.erlang(0.02, round(1 / scv)),
+              "exponential": lambda: Service.exponential(0.02),
+              "deterministic": lambda: Service.deterministic(0.02)}.get(family,
+                                                                        lambda: getattr(Service, family)(0.02, scv))()
+    assert s.family == direct.family
+    t = np.array([0.001, 0.02, 0.1])
+    np.testing.assert_array_equal(s.sf(t), direct.sf(t))
+
+
+def test_from_moments_broadcasts_arrays_on_one_side_of_one():
+    s = Service.from_moments(0.01, np.array([0.1, 0.5, 1.0]))
+    assert s.family == "gamma" and s.shape == (3,)
+    np.testing.assert_allclose(s.scv, [0.1, 0.5, 1.0], rtol=1e-15)
+    assert Service.from_moments(np.array([0.01, 0.02]), 4.0).family == "lognormal"
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(mean=0.01, scv=np.array([0.5, 2.0])), "both sides of 1.*family="),
+    (dict(mean=0.01, scv=-0.1), "scv must be non-negative"),
+    (dict(mean=0.01, scv=float("inf")), "scv must be non-negative and finite"),
+    (dict(mean=0.0, scv=1.0), "mean must be positive"),
+    (dict(mean=0.01, scv=2.0, family="exponential"), "scv must be 1 for the exponential"),
+    (dict(mean=0.01, scv=0.5, family="deterministic"), "scv must be 0 for the deterministic"),
+    (dict(mean=0.01, scv=0.3, family="erlang"), "1/k for an integer k"),
+    (dict(mean=0.01, scv=0.5, family="hyperexponential"), "scv must be >= 1"),
+    (dict(mean=0.01, scv=0.0, family="gamma"), "scv must be > 0 for the gamma"),
+    (dict(mean=0.01, scv=1.0, family="weibull"), "family must be one of"),
+])
+def test_from_moments_refuses_what_no_law_of_the_family_has(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        Service.from_moments(**kwargs)

@@ -101,8 +101,8 @@ def test_mva_step_symbolic_one_station():
     assert sympy.simplify(step.throughput - 1 / (sy.Z + sy.D)) == 0
     # Little's law and the response-time law are built in: Q = X R, R = N/X - Z.
     general = sy.mva_step()
-    assert sympy.simplify(general.queue_length - general.throughput * general.residence_time) == 0
-    assert sympy.simplify(sy.N / general.throughput - sy.Z - general.response_time) == 0
+    assert sympy.simplify(general.mean_number - general.throughput * general.residence_time) == 0
+    assert sympy.simplify(sy.N / general.throughput - sy.Z - general.response) == 0
 
 
 def test_mva_step_hand_worked_two_stations():
@@ -114,7 +114,7 @@ def test_mva_step_hand_worked_two_stations():
     throughput = []
     for n in (1, 2, 3):
         step = sy.mva_step([sympy.Rational(1, 5), sympy.Rational(1, 10)], 1, n, queue)
-        queue = step.queue_length
+        queue = step.mean_number
         throughput.append(step.throughput)
     assert throughput == [sympy.Rational(10, 13), sympy.Rational(130, 87), sympy.Rational(522, 241)]
 
@@ -262,8 +262,24 @@ def test_symbolic_mva_matches_closed(demands, think_time, users):
     queue = tuple(0 for _ in demands)
     for n in range(1, users + 1):
         step = sy.mva_step(demands, think_time, n, queue)
-        queue = step.queue_length
+        queue = step.mean_number
         assert res.throughput[n - 1] == pytest.approx(float(step.throughput), rel=1e-13)
-        assert res.response_time[n - 1] == pytest.approx(float(step.response_time), rel=1e-13)
-        np.testing.assert_allclose(res.queue_length[n - 1], [float(v) for v in queue], rtol=1e-13)
+        assert res.response[n - 1] == pytest.approx(float(step.response), rel=1e-13)
+        np.testing.assert_allclose(res.mean_number[n - 1], [float(v) for v in queue], rtol=1e-13)
     assert math.isfinite(res.throughput[-1])
+
+
+def test_old_mva_step_names_warn_and_still_work():
+    step = sy.mva_step(sympy.Rational(1, 5), 1, 1, 0)
+    with pytest.warns(DeprecationWarning, match="is now .response"):
+        assert step.response_time == step.response == sympy.Rational(1, 5)
+    with pytest.warns(DeprecationWarning, match="is now .mean_number"):
+        assert step.queue_length == step.mean_number
+
+
+def test_old_erlang_parameter_names_warn_and_give_the_same_expression():
+    with pytest.warns(DeprecationWarning, match="'c' is now 'servers'"):
+        old = sy.erlang_c(c=14, a=10)
+    assert old.doit() == sy.erlang_c(servers=14, offered_load=10).doit()
+    with pytest.warns(DeprecationWarning, match="'k' is now 'servers'"):
+        assert sy.erlang_b_step(k=2, a=1, previous=sympy.Rational(1, 2)) == sy.erlang_b_step(2, 1, sympy.Rational(1, 2))
