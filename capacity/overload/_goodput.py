@@ -40,9 +40,9 @@ import numpy as np
 import pandas as pd
 from scipy import optimize, special
 
-from . import fcfs as _fcfs
-from . import ps as _ps
-from ._checks import (
+from .. import fcfs as _fcfs
+from .. import ps as _ps
+from .._checks import (
     as_float_array,
     check_choice,
     check_nonnegative,
@@ -50,8 +50,8 @@ from ._checks import (
     check_servers,
     scalar_out,
 )
-from ._common import prepare
-from .distributions import Service, as_service
+from .._common import prepare
+from ..distributions import Service, as_service
 
 __all__ = [
     "BacklogResult",
@@ -1269,7 +1269,7 @@ def replay(arrivals: Any, service: Service | float, processes: int = 1, discipli
     >>> int(r.per_second["timeouts"].sum())
     0
     """
-    from .sim import simulate
+    from ..sim import simulate
 
     rng = np.random.default_rng(seed)
     if isinstance(arrivals, pd.Series):
