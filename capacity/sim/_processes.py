@@ -90,7 +90,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from ._checks import (
+from .._checks import (
     ADMISSIONS,
     as_float_array,
     check_choice,
@@ -100,7 +100,7 @@ from ._checks import (
     check_quantile,
     check_servers,
 )
-from .distributions import Service, as_service
+from ..distributions import Service, as_service
 
 __all__ = ["ConfidenceInterval", "SimulationResult", "simulate",
            "OUTCOMES", "DISPATCH", "ON_TIMEOUT", "QUEUES", "ADMISSIONS"]
