@@ -25,7 +25,8 @@ import time
 
 import numpy as np
 
-from capacity.sim import _ENGINES, simulate
+from capacity.sim import simulate
+from capacity.sim._engines import _ENGINES
 
 
 def best_of(func, repeat: int = 3) -> float:

@@ -18,7 +18,10 @@ import pandas as pd
 import pytest
 
 from capacity import Service, fcfs, ps, rr
-from capacity.sim import _Options, _rr, _rr_many, _run, simulate
+from capacity.sim import simulate
+from capacity.sim._drivers import _run
+from capacity.sim._engines import _rr, _rr_many
+from capacity.sim._options import _Options
 
 from _sample_path import number_in_system_area
 

@@ -18,7 +18,9 @@ import pandas as pd
 import pytest
 
 from capacity import Service
-from capacity.sim import ADMISSIONS, _Options, _run, simulate
+from capacity.sim import ADMISSIONS, simulate
+from capacity.sim._drivers import _run
+from capacity.sim._options import _Options
 
 from _sample_path import number_in_system_area
 

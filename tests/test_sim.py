@@ -28,7 +28,9 @@ from hypothesis import strategies as st
 from scipy import stats
 
 from capacity import Service
-from capacity.sim import SimulationResult, _lindley_waits, _run, simulate
+from capacity.sim import SimulationResult, simulate
+from capacity.sim._drivers import _run
+from capacity.sim._engines import _lindley_waits
 
 WARMUP = 1000.0  # seconds discarded at the start of each long run (initial transient)
 
@@ -195,7 +197,7 @@ def test_fcfs_heap_matches_lindley_on_one_server():
     rng = np.random.default_rng(12)
     arr = np.sort(rng.uniform(0, 9000, 10_000))
     sizes = rng.exponential(0.8, 10_000)
-    from capacity.sim import _fcfs_many
+    from capacity.sim._engines import _fcfs_many
     heap = _fcfs_many(arr, sizes, 1)
     np.testing.assert_allclose(heap.start - arr, lindley_loop(arr, sizes), rtol=0, atol=1e-9)
 

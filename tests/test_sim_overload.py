@@ -28,7 +28,9 @@ import pytest
 from scipy import stats
 
 from capacity import Service
-from capacity.sim import OUTCOMES, _Options, _run, simulate
+from capacity.sim import OUTCOMES, simulate
+from capacity.sim._drivers import _run
+from capacity.sim._options import _Options
 
 ONE_SECOND = Service.deterministic(1.0)
 THIRTY = np.zeros(30)

@@ -1,0 +1,73 @@
+"""The arrival process of a simulation: a Poisson rate, a per-second rate series, or given times."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .._checks import as_float_array, check_nonnegative, check_positive
+
+
+def _series_arrivals(series: pd.Series, duration: Any,
+                     rng: np.random.Generator) -> tuple[np.ndarray, float, Any]:
+    """Poisson arrivals at a piecewise-constant per-second rate."""
+    n = len(series)
+    if n == 0:
+        raise ValueError("arrivals must not be an empty series of rates")
+    index = series.index
+    origin = None
+    if isinstance(index, pd.DatetimeIndex):
+        ns = index.as_unit("ns").asi8
+        if n > 1 and not np.all(np.diff(ns) == 1_000_000_000):
+            raise ValueError("arrivals: a rate series with a DatetimeIndex must have one row per "
+                             "second (1 s frequency, increasing, no gaps)")
+        origin = index[0]
+    else:
+        try:
+            values = np.asarray(index, dtype=float)
+        except (TypeError, ValueError):
+            raise ValueError("arrivals: a rate series must be indexed by seconds 0, 1, 2, ... or by a "
+                             "DatetimeIndex at 1 s frequency") from None
+        if not np.array_equal(values, np.arange(n)):
+            raise ValueError(f"arrivals: a rate series must be indexed by seconds 0, 1, ..., {n - 1} "
+                             f"(or a DatetimeIndex at 1 s frequency), got index starting {values[:3]!r}")
+    rates = check_nonnegative(series.to_numpy(dtype=float, na_value=np.nan), "arrivals")
+    horizon = float(n) if duration is None else float(check_positive(duration, "duration"))
+    counts = rng.poisson(rates)
+    # Given the count in a second, Poisson points are iid uniform in it.
+    times = np.sort(np.repeat(np.arange(n, dtype=float), counts) + rng.uniform(0.0, 1.0, int(counts.sum())))
+    if horizon < n:
+        times = times[times <= horizon]
+    return times, horizon, origin
+
+
+def _arrival_times(arrivals: Any, duration: Any, rng: np.random.Generator) -> tuple[np.ndarray, float | None]:
+    if np.ndim(arrivals) == 0:
+        rate = float(check_nonnegative(arrivals, "arrivals"))
+        if duration is None:
+            raise ValueError("duration must be given (seconds) when arrivals is a Poisson rate, got None")
+        horizon = float(check_positive(duration, "duration"))
+        # Given their number, the points of a Poisson process on [0, T] are
+        # iid uniform: exact, and free of the rounding drift of summing gaps.
+        count = rng.poisson(rate * horizon)
+        return np.sort(rng.uniform(0.0, horizon, count)), horizon
+    times = as_float_array(arrivals, "arrivals")
+    if times.ndim != 1:
+        raise ValueError(f"arrivals must be a number (a rate) or a one-dimensional array of times, "
+                         f"got shape {times.shape}")
+    bad = ~np.isfinite(times) | (times < 0)
+    if bad.any():
+        raise ValueError(f"arrivals must be non-negative and finite, got {times[bad][0]!r}")
+    dips = np.flatnonzero(np.diff(times) < 0)
+    if dips.size:
+        k = dips[0]
+        raise ValueError(f"arrivals must be non-decreasing, got {times[k]!r} then {times[k + 1]!r} "
+                         f"at positions {k} and {k + 1}")
+    horizon = None
+    if duration is not None:
+        horizon = float(check_positive(duration, "duration"))
+        if times.size and times[-1] > horizon:
+            raise ValueError(f"duration must be at least the last arrival time {times[-1]!r}, "
+                             f"got {duration!r}")
+    return times, horizon

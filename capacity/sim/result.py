@@ -1,0 +1,418 @@
+"""What a simulation returns: :class:`SimulationResult` and its :class:`ConfidenceInterval`.
+
+The result holds the per-request table of the run and computes everything else from it: the
+per-second summary, the response-time statistics, batch-means confidence intervals, the
+measured utilisation and the time-average number in the servers.
+
+References
+----------
+A. M. Law, *Simulation Modeling and Analysis*, 5th ed., McGraw-Hill (2015), sec. 9.5.3 (the
+method of batch means).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any, Callable, NamedTuple
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from .._checks import check_nonnegative, check_quantile
+
+__all__ = ["OUTCOMES", "ConfidenceInterval", "SimulationResult"]
+
+#: The outcomes of a request, in the order of the ``outcome`` categorical.
+OUTCOMES = ("ok", "timed_out", "dropped", "in_flight")
+
+
+class ConfidenceInterval(NamedTuple):
+    """A point estimate with a two-sided confidence interval (seconds)."""
+
+    estimate: float
+    half_width: float
+    low: float
+    high: float
+    level: float
+    batches: int
+
+
+def _busy_path(begin: np.ndarray, finish: np.ndarray, process: np.ndarray,
+               cap: int) -> tuple[np.ndarray, np.ndarray]:
+    """Total busy cores as a step function: event times ``T`` (sorted) and the
+    number of busy cores ``B`` just after each.
+
+    Each request occupies one unit of ``[begin, finish)`` in its process, and
+    a process keeps ``min(units, cap)`` cores busy: for FCFS the units are
+    the requests in service (never more than ``cap``); for PS they are the
+    requests present, sharing ``min(n, c)`` busy cores.
+    """
+    n = begin.size
+    times = np.concatenate([begin, finish])
+    steps = np.concatenate([np.ones(n), -np.ones(n)])
+    proc = np.concatenate([process, process])
+    # Within a process: by time, arrivals before departures at equal times
+    # (keeps the count non-negative; zero-length segments carry no area).
+    order = np.lexsort((-steps, times, proc))
+    count = np.cumsum(steps[order])  # each process's intervals sum to 0, so this restarts per process
+    capped = np.minimum(count, cap)
+    delta = np.diff(capped, prepend=0.0)
+    t = times[order]
+    by_time = np.argsort(t, kind="stable")
+    return t[by_time], np.cumsum(delta[by_time])
+
+
+def _integral(T: np.ndarray, B: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """integral_0^x B(u) du for the step function (T, B) (B = 0 before T[0])."""
+    if T.size == 0:
+        return np.zeros_like(x, dtype=float)
+    area = np.concatenate([[0.0], np.cumsum(np.diff(T) * B[:-1])])
+    j = np.searchsorted(T, x, side="right") - 1
+    jj = np.clip(j, 0, None)
+    return np.where(j < 0, 0.0, area[jj] + B[jj] * (x - T[jj]))
+
+
+@dataclass(frozen=True)
+class SimulationResult:
+    """The outcome of :func:`simulate`.
+
+    Attributes
+    ----------
+    requests : pandas.DataFrame
+        One row per request: the original requests in arrival order, then
+        the retries in the order they arrived.  Columns (times in seconds
+        from the start of the run):
+
+        ``arrival``
+            When the request reached the dispatcher.
+        ``start``
+            FCFS and round robin: when it first got a core (NaN if it never
+            did).  PS: NaN
+            (service starts at arrival, at a shared rate; there is no
+            waiting phase).
+        ``completion``
+            When the server finished it (NaN if it never did: dropped, or
+            still running at the end of the run).
+        ``response``
+            ``completion - arrival`` (NaN without a completion).
+        ``service``
+            The CPU time the request needs (its size).
+        ``outcome``
+            Categorical, one of :data:`OUTCOMES`: ``"ok"`` (completed at or
+            before ``arrival + timeout``), ``"timed_out"`` (the client gave up
+            at ``arrival + timeout``; the server may still have completed it
+            later, or still be running it), ``"dropped"`` (the server
+            abandoned it: ``on_timeout="drop"`` or ``"deadline"``),
+            ``"in_flight"`` (still in the server when the run ended and its
+            client still waiting).
+        ``attempt``
+            0 for an original request, ``k`` for its ``k``-th retry.
+        ``request_id``
+            Row number of the original request this one belongs to.
+        ``process``
+            Global worker-process index, ``machine * processes + local``.
+        ``machine``
+            Machine index.
+        ``departure``
+            When it left the server: the completion, or the time it was
+            dropped or skipped (NaN if still in the server at the end).
+        ``cpu``
+            CPU time it actually received (``service`` when completed; less
+            when dropped or still running; 0 if never started).
+        ``deadline``
+            ``arrival + timeout`` (``inf`` without a timeout).
+    discipline : str
+        ``"fcfs"``, ``"ps"`` or ``"rr"``.
+    servers : int
+        Cores per worker process.
+    duration : float
+        The observation window ``[0, duration]`` in seconds: the arrival
+        window of a Poisson run, the ``duration`` you gave, or else the last
+        completion time.  :meth:`utilization` and :meth:`mean_number`
+        average over it.
+    processes, machines : int
+        The topology: ``machines x processes`` worker processes.
+    timeout : float or None
+        The client timeout (s).
+    end : float
+        When the run ended (s): after the last departure when draining, at
+        ``duration`` with ``drain=False``, or where ``progress`` stopped it.
+    stopped : bool
+        True if ``progress`` stopped the run early.
+    origin : pandas.Timestamp or None
+        The wall-clock time of second 0 when the arrivals were a rate
+        series with a DatetimeIndex (``per_second`` stays indexed by seconds
+        from 0; add ``origin`` to get timestamps).
+    slices : int
+        Round robin: slices per request (1 otherwise).
+    slice_delay : float or Service
+        Round robin: the delay between slices (s).
+    core_busy : tuple of ndarray or None
+        Round robin: the busy-core record ``(times, steps, process)`` (+1
+        when a core starts working, -1 when it goes idle, NaN time: still
+        busy at the end) behind :meth:`utilization` and ``cpu_busy``.
+    admission : str
+        Round robin: ``"fifo"`` or ``"idle"`` (see :func:`simulate`).
+    """
+
+    requests: pd.DataFrame
+    discipline: str
+    servers: int
+    duration: float
+    processes: int = 1
+    machines: int = 1
+    timeout: float | None = None
+    end: float = math.nan
+    stopped: bool = False
+    origin: Any = None
+    slices: int = 1
+    slice_delay: Any = 0.0
+    core_busy: Any = None
+    admission: str = "fifo"
+
+    # ------------------------------------------------------------------ helpers
+    @property
+    def _end(self) -> float:
+        if not math.isnan(self.end):
+            return self.end
+        done = self.requests["departure"].to_numpy()
+        return float(max(self.duration, np.nanmax(done))) if done.size and not np.isnan(done).all() \
+            else self.duration
+
+    def _values(self, metric: str, warmup: float) -> np.ndarray:
+        warmup = float(check_nonnegative(warmup, "warmup"))
+        if metric == "response":
+            col = self.requests["response"].to_numpy()
+        elif metric == "wait":
+            if self.discipline != "fcfs":
+                raise ValueError(f"metric 'wait' needs a FCFS run (a start of service), "
+                                 f"this run is {self.discipline!r}")
+            col = (self.requests["start"] - self.requests["arrival"]).to_numpy()
+        else:
+            raise ValueError(f"metric must be 'response' or 'wait', got {metric!r}")
+        keep = (self.requests["arrival"].to_numpy() >= warmup) & ~np.isnan(col)
+        return col[keep]
+
+    def _number_path(self) -> tuple[np.ndarray, np.ndarray]:
+        """Event times and the number in the server just after each (a step path)."""
+        arr = self.requests["arrival"].to_numpy()
+        done = self.requests["departure"].to_numpy()
+        done = done[~np.isnan(done)]
+        times = np.concatenate([arr, done])
+        steps = np.concatenate([np.ones(arr.size), -np.ones(done.size)])
+        order = np.argsort(times, kind="stable")
+        return times[order], np.cumsum(steps[order])
+
+    def _time_average(self, func: Callable[[np.ndarray], np.ndarray]) -> float:
+        """(1/T) * integral over [0, T] of func(N(t)) dt, T = duration."""
+        horizon = self.duration
+        if not horizon > 0:
+            return math.nan
+        times, number = self._number_path()
+        ends = np.append(times[1:], horizon)
+        lengths = np.clip(np.minimum(ends, horizon) - np.minimum(times, horizon), 0.0, None)
+        return float(np.sum(func(number) * lengths) / horizon)
+
+    def _busy(self) -> tuple[np.ndarray, np.ndarray]:
+        """Busy cores of the whole cluster as a step function (see :func:`_busy_path`)."""
+        req = self.requests
+        end = self._end
+        finish = req["departure"].to_numpy()
+        finish = np.where(np.isnan(finish), end, finish)
+        if self.discipline == "rr":
+            # Recorded by the engine: +1 when a core leaves idleness, -1 when it
+            # goes idle (NaN: still busy at the end of the run).
+            times, steps, _ = self.core_busy
+            times = np.where(np.isnan(times), end, times)
+            order = np.argsort(times, kind="stable")
+            return times[order], np.cumsum(steps[order])
+        if self.discipline == "fcfs":
+            begin = req["start"].to_numpy()
+            started = ~np.isnan(begin)
+            begin, finish, proc = begin[started], finish[started], req["process"].to_numpy()[started]
+        else:
+            begin, proc = req["arrival"].to_numpy(), req["process"].to_numpy()
+        return _busy_path(begin, finish, proc, self.servers)
+
+    @cached_property
+    def per_second(self) -> pd.DataFrame:
+        """Per-second summary of the run (computed on first access).
+
+        One row per whole second ``k`` (index ``second``), covering
+        ``[k, k + 1)`` for ``k = 0 .. ceil(end) - 1``, so the drain after the
+        arrival window is included (slice ``.loc[:duration - 1]`` for the
+        window alone).  Events at exactly ``end`` (an integer) fall in the
+        last row.  Columns:
+
+        ``arrivals``
+            Requests arriving (retries included).
+        ``completions``
+            Requests the server completed (late ones included).
+        ``goodput``
+            Completions with outcome ``"ok"`` (at or before the timeout).
+        ``timeouts``
+            Client-side failures: ``"timed_out"`` requests counted at
+            ``arrival + timeout``, ``"dropped"`` ones at
+            ``min(departure, arrival + timeout)``.
+        ``drops``
+            Requests the server dropped or skipped, at their departure.
+        ``in_flight``
+            Requests in the servers (queued or running, abandoned ones
+            included) at the end of the second, ``min(k + 1, end)``.
+        ``cpu_busy``
+            Fraction of the cluster's core-seconds busy during the second:
+            ``integral over [k, k+1) of busy cores / (cores per process x
+            processes)``, exact from the service intervals (FCFS) or from
+            ``min(n, c)`` per process with ``n`` requests present (PS).
+        ``latency_p50``, ``latency_p99``, ``latency_max``
+            Response time (s) of the requests completing in that second
+            (NaN when none; linear-interpolation quantiles).
+        """
+        req = self.requests
+        end = self._end
+        n_rows = max(int(math.ceil(end)), 1)
+
+        def bins(t: np.ndarray) -> np.ndarray:
+            return np.minimum(np.floor(t).astype(np.int64), n_rows - 1)
+
+        def count(t: np.ndarray) -> np.ndarray:
+            t = t[~np.isnan(t)]
+            return np.bincount(bins(t), minlength=n_rows)[:n_rows]
+
+        arrival = req["arrival"].to_numpy()
+        completion = req["completion"].to_numpy()
+        departure = req["departure"].to_numpy()
+        deadline = req["deadline"].to_numpy()
+        code = req["outcome"].cat.codes.to_numpy()
+        ok = code == 0
+        timed_out = code == 1
+        dropped = code == 2
+        fail_time = np.where(timed_out, deadline, np.where(dropped, np.fmin(deadline, departure), np.nan))
+        ends = np.minimum(np.arange(1, n_rows + 1, dtype=float), end)
+        gone = np.sort(departure[~np.isnan(departure)])
+        in_flight = (np.searchsorted(np.sort(arrival), ends, side="right")
+                     - np.searchsorted(gone, ends, side="right"))
+        T, B = self._busy()
+        edges = np.arange(n_rows + 1, dtype=float)
+        area = np.diff(_integral(T, B, edges))
+        cores = self.servers * self.processes * self.machines
+        done = ~np.isnan(completion)
+        latency = pd.Series(completion[done] - arrival[done], index=bins(completion[done]))
+        groups = latency.groupby(level=0)
+        index = pd.RangeIndex(n_rows, name="second")
+        table = pd.DataFrame({
+            "arrivals": count(arrival),
+            "completions": count(completion),
+            "goodput": count(np.where(ok, completion, np.nan)),
+            "timeouts": count(fail_time),
+            "drops": count(np.where(dropped, departure, np.nan)),
+            "in_flight": in_flight,
+            "cpu_busy": area / cores,
+        }, index=index)
+        table["latency_p50"] = groups.quantile(0.5).reindex(index).to_numpy()
+        table["latency_p99"] = groups.quantile(0.99).reindex(index).to_numpy()
+        table["latency_max"] = groups.max().reindex(index).to_numpy()
+        return table
+
+    # ------------------------------------------------------------------ statistics
+    def mean_response(self, warmup: float = 0.0) -> float:
+        """Mean response time (s) of the completed requests arriving at or after ``warmup`` (s)."""
+        x = self._values("response", warmup)
+        return float(x.mean()) if x.size else math.nan
+
+    def response_quantile(self, q: Any, warmup: float = 0.0) -> Any:
+        """Empirical ``q``-quantile of the response time (s) of the completed
+        requests arriving at or after ``warmup``; ``q`` may be an array."""
+        q = check_quantile(q, "q")
+        x = self._values("response", warmup)
+        if x.size == 0:
+            return math.nan if q.ndim == 0 else np.full(q.shape, np.nan)
+        out = np.quantile(x, q)
+        return float(out) if np.ndim(out) == 0 else out
+
+    def utilization(self) -> float:
+        """Measured busy fraction of all the cores over ``[0, duration]``.
+
+        Exact from the busy-core step function of :attr:`per_second`
+        (``min(n, c)`` busy cores in a PS process with ``n`` requests; the
+        requests in service in a FCFS process); with one process this is
+        ``(1/(c T)) * integral of min(N(t), c) dt``.
+        """
+        horizon = self.duration
+        if not horizon > 0:
+            return math.nan
+        T, B = self._busy()
+        busy = float(_integral(T, B, np.array([horizon]))[0])
+        return busy / (horizon * self.servers * self.processes * self.machines)
+
+    def mean_number(self) -> float:
+        """Time-average number of requests in the servers over ``[0, duration]``."""
+        return self._time_average(lambda n: n)
+
+    def confidence_interval(self, stat: str | float = "mean", level: float = 0.99, batches: int = 30,
+                            warmup: float = 0.0, metric: str = "response") -> ConfidenceInterval:
+        """Confidence interval for the mean or a quantile, by batch means.
+
+        Parameters
+        ----------
+        stat : "mean" or float
+            ``"mean"``, or a quantile level in (0, 1) such as ``0.99``.
+        level : float
+            Confidence level in (0, 1).
+        batches : int
+            Number of batches (>= 2); 20 to 30 is the usual advice.
+        warmup : float
+            Requests arriving before ``warmup`` seconds are discarded
+            (initial transient).
+        metric : "response" or "wait"
+            Response time, or waiting time before service (FCFS only).
+
+        Returns
+        -------
+        ConfidenceInterval
+            ``estimate`` (the statistic over all kept requests),
+            ``half_width``, ``low``, ``high``, ``level``, ``batches``.
+
+        Notes
+        -----
+        Successive response times are strongly correlated, so the iid
+        standard error is far too small.  The kept requests are cut, in
+        arrival order, into ``batches`` contiguous batches of (nearly) equal
+        size; the statistic of each batch is treated as an independent
+        normal sample, giving the half-width
+        ``t_{b-1, (1+level)/2} * sd(batch stats) / sqrt(b)``.  The interval
+        is centred on the statistic of all kept requests (sectioning), which
+        for quantiles has less bias than the mean of batch quantiles.  The
+        batches must be long compared with the busy-period correlation time
+        for the interval to be honest: at high load use long runs.
+
+        References
+        ----------
+        A. M. Law, *Simulation Modeling and Analysis*, 5th ed. (2015),
+        sec. 9.5.3; S. Asmussen and P. W. Glynn, *Stochastic Simulation*,
+        Springer (2007), ch. III (sectioning).
+        """
+        level_arr = check_quantile(level, "level")
+        if level_arr.ndim:
+            raise ValueError(f"level must be a single number, got {level!r}")
+        level = float(level_arr)
+        if isinstance(batches, (bool, np.bool_)) or not float(batches).is_integer() or batches < 2:
+            raise ValueError(f"batches must be an integer >= 2, got {batches!r}")
+        batches = int(batches)
+        x = self._values(metric, warmup)
+        if x.size < 2 * batches:
+            raise ValueError(f"batches must leave at least 2 requests per batch: {x.size} requests "
+                             f"after warmup, batches={batches!r}")
+        if isinstance(stat, str):
+            if stat != "mean":
+                raise ValueError(f"stat must be 'mean' or a quantile level in (0, 1), got {stat!r}")
+            func: Callable[[np.ndarray], float] = lambda y: float(np.mean(y))  # noqa: E731
+        else:
+            q = float(check_quantile(stat, "stat"))
+            func = lambda y: float(np.quantile(y, q))  # noqa: E731
+        per_batch = np.array([func(chunk) for chunk in np.array_split(x, batches)])
+        estimate = func(x)
+        half = float(stats.t.ppf(0.5 + 0.5 * level, batches - 1) * per_batch.std(ddof=1) / math.sqrt(batches))
+        return ConfidenceInterval(estimate, half, estimate - half, estimate + half, level, batches)
