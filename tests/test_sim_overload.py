@@ -536,6 +536,47 @@ def test_ps_equal_finish_times_in_event_engines():
         assert req["outcome"].tolist() == ["in_flight"] * 4
 
 
+@pytest.mark.parametrize("engine", ["objects", "global"])
+def test_ps_drop_with_equal_finish_virtual_times(engine):
+    """A dropped request leaves a stale heap entry with the same finish virtual
+    time as requests still present.  Hand-worked, one core, timeout 3 s, drop:
+    A (t=0, 3 s) and B (t=1, 2 s) both finish at virtual time 3.  A is dropped
+    at 3.0 (V = 1 + 2/2 = 2, so 2 s of CPU); B alone has 1 s left.  C arrives
+    at 3.5 with 0.5 s (V = 2.5, finish 3.0 again, beside B and A's stale
+    entry); B is dropped at its deadline 4.0 (V = 2.5 + 0.5/2 = 2.75: 1.75 s of
+    CPU); C alone finishes at 4.0 + 0.25 = 4.25."""
+    opts = _Options(discipline="ps", timeout=3.0, on_timeout="drop", engine=engine)
+    req = _run(np.array([0.0, 1.0, 3.5]), np.array([3.0, 2.0, 0.5]), "ps", 1, None, opts).requests
+    assert req["outcome"].tolist() == ["dropped", "dropped", "ok"]
+    assert req["departure"].tolist() == [3.0, 4.0, 4.25]
+    assert req["cpu"].tolist() == [2.0, 1.75, 0.5]
+    assert req["completion"].iloc[2] == 4.25
+
+
+@pytest.mark.parametrize("processes, dispatch", [(1, "round_robin"), (3, "least_connections")])
+def test_ps_abandoning_and_keeping_processes_agree_when_nobody_is_dropped(processes, dispatch):
+    """The processor-sharing event object has one loop for both server
+    behaviours: with a timeout no request reaches, dropping at the deadline
+    and ignoring it give the same floats, and equal the vectorised engine
+    where it applies (deterministic sizes on a 0.25 s grid: many equal finish
+    virtual times)."""
+    rng = np.random.default_rng(9)
+    arr = np.sort(np.round(rng.uniform(0, 600, 2000) * 4) / 4)
+    sizes = np.ones(arr.size) if processes == 1 else rng.exponential(1.0, arr.size)
+    runs = {}
+    for on_timeout in ("continue", "drop"):
+        for engine in ("objects", "global"):
+            opts = _Options(discipline="ps", processes=processes, dispatch=dispatch, timeout=1e6,
+                            on_timeout=on_timeout, engine=engine)
+            runs[on_timeout, engine] = _run(arr, sizes, "ps", 1, None, opts, np.random.default_rng(2)).requests
+    if processes == 1:
+        runs["static"] = _run(arr, sizes, "ps", 1, None, _Options(discipline="ps", timeout=1e6)).requests
+    base = runs["continue", "objects"]
+    assert (base["outcome"] == "ok").all() and base["response"].max() > 5  # queueing, no timeout
+    for key, other in runs.items():
+        pd.testing.assert_frame_equal(other, base, check_exact=True, obj=str(key))
+
+
 @pytest.mark.parametrize("discipline, cpu", [("ps", [1.0, 0.5, 0.5, 0.5, 0.5, 1.0]),
                                              ("fcfs", [1.0, 0.0, 1.0, 1.0, 0.0, 1.0])])
 def test_simultaneous_timeouts_in_row_order(discipline, cpu):

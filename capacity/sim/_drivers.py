@@ -27,7 +27,7 @@ import pandas as pd
 
 from ._engines import _ENGINES, _NAN, _rr, _Trace
 from ._options import _Options
-from ._processes import _INF, _Book, _FCFSProcess, _PSKeepProcess, _PSProcess, _RRProcess
+from ._processes import _INF, _Book, _FCFSProcess, _PSProcess, _RRProcess
 from .result import OUTCOMES, SimulationResult
 
 
@@ -73,8 +73,6 @@ def _make_processes(book: _Book, opts: _Options, rng: np.random.Generator | None
     watch = has_timeout and (opts.dispatch == "least_connections" or opts.retries > 0)
     if opts.discipline == "ps":
         abandon = has_timeout and opts.on_timeout != "continue"
-        if not abandon:
-            return [_PSKeepProcess(g, opts.servers, book, watch) for g in range(opts.n_proc)]
         return [_PSProcess(g, opts.servers, book, abandon, watch) for g in range(opts.n_proc)]
     if opts.discipline == "rr":
         abandon = has_timeout and opts.on_timeout != "continue"

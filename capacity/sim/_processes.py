@@ -9,8 +9,8 @@ clients retry -- each worker process is an object with the same small interface:
   returns early after a timeout that schedules a retry, so the caller can queue it);
 * ``finalize(T)`` -- record the CPU received so far by the requests still present.
 
-:class:`_PSProcess` and :class:`_PSKeepProcess` (processor sharing, with and without
-abandonment), :class:`_FCFSProcess` (FCFS with drop, deadline and adaptive LIFO) and
+:class:`_PSProcess` (processor sharing, abandoning requests at their deadline or not),
+:class:`_FCFSProcess` (FCFS with drop, deadline and adaptive LIFO) and
 :class:`_RRProcess` (event-loop round robin) write every request's times into one shared
 :class:`_Book`, the per-request records of the run.
 """
@@ -20,7 +20,7 @@ import bisect
 import heapq
 import math
 from collections import deque
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
@@ -104,16 +104,30 @@ def _push_deadline(dl: deque, d: float, i: int) -> None:
 class _PSProcess:
     """One processor-sharing worker process with ``c`` cores (event object).
 
-    Same virtual-time scheme as :func:`_ps`: ``dV/dt = min(1, c/n)``, a heap
-    of finish virtual times, ``V`` reset whenever the process empties.  With
-    ``abandon`` the request is removed at its deadline (lazy deletion from
-    the heap); with ``watch`` the process keeps its client deadlines so that
-    timeouts happen as events (connection counts, retries).  Deadlines are
+    Same virtual-time scheme as :func:`~capacity.sim._engines._ps`:
+    ``dV/dt = min(1, c/n)``, a heap of finish virtual times, ``V`` reset
+    whenever the process empties.  One event loop serves both server
+    behaviours; they differ only in what the heap holds:
+
+    * the server ignores timeouts (``abandon`` False): its crowd grows
+      without bound in overload, so the heap holds bare floats, about 3x
+      cheaper to sift than ``(time, id)`` tuples, and ``owner`` maps a finish
+      virtual time to its request (``twins`` holds further requests with the
+      same one: they leave at the same instant, so which of them is handed
+      out first changes nothing);
+    * ``abandon``: the request is removed at its deadline, so the heap holds
+      ``(finish virtual time, id)`` and a dropped request's entry is deleted
+      lazily, when it reaches the top (``fin`` keeps each present request's
+      finish virtual time, for the CPU it received).
+
+    With ``watch`` the process keeps its client deadlines so that timeouts
+    happen as events (connection counts, retries).  Deadlines are
     ``arrival + timeout`` and requests arrive in time order, so they are
     kept in a sorted deque (O(1) per request) rather than a heap.
     """
 
-    __slots__ = ("g", "c", "book", "abandon", "watch", "t", "v", "n", "heap", "dl", "fin", "hold")
+    __slots__ = ("g", "c", "book", "abandon", "watch", "t", "v", "n", "heap", "owner", "twins", "dl", "fin",
+                 "hold")
 
     def __init__(self, g: int, c: int, book: _Book, abandon: bool, watch: bool):
         self.g, self.c, self.book = g, c, book
@@ -121,9 +135,12 @@ class _PSProcess:
         self.t = 0.0
         self.v = 0.0
         self.n = 0
-        self.heap: list[tuple[float, int]] = []
+        # Finish virtual times: (time, id) with abandon, bare floats without.
+        self.heap: list[Any] = []
+        self.owner: dict[float, int] = {}  # not abandon: finish virtual time -> request
+        self.twins: dict[float, list[int]] = {}  # not abandon: further requests with that time
         self.dl: deque[tuple[float, int]] = deque()  # (client deadline, id), sorted
-        self.fin: dict[int, float] = {}
+        self.fin: dict[int, float] = {}  # abandon: request present -> its finish virtual time
         # True: advance() leaves the clock at the last event instead of moving
         # it to its bound (arrive() moves it), so the virtual time takes the
         # same rounding steps whoever else shares the event loop.
@@ -142,6 +159,7 @@ class _PSProcess:
                 self.t = T
             return _INF
         heap, c, t, v = self.heap, self.c, self.t, self.v
+        owner, twins = self.owner, self.twins
         dlh = self.dl if self.watch else None
         abandon = self.abandon
         book = self.book
@@ -150,11 +168,14 @@ class _PSProcess:
         open_, g, retries = book.open, self.g, book.retries
         pop = heapq.heappop
         popleft = dlh.popleft if dlh is not None else None
+        i = -1
         while True:
             if abandon:
                 while state[heap[0][1]] == _DROPPED:
                     pop(heap)
-            fv, i = heap[0]
+                fv, i = heap[0]
+            else:
+                fv = heap[0]
             tc = t + (fv - v) if n <= c else t + (fv - v) * n / c
             if dlh:
                 while dlh and cdone[dlh[0][1]]:
@@ -194,6 +215,15 @@ class _PSProcess:
                 nxt = tc
                 break
             pop(heap)
+            if abandon:
+                del self.fin[i]
+            elif twins and fv in twins:
+                same = twins[fv]
+                i = same.pop()
+                if not same:
+                    del twins[fv]
+            else:
+                i = owner.pop(fv)
             t = tc
             v = fv
             n -= 1
@@ -201,8 +231,6 @@ class _PSProcess:
             completion[i] = tc
             departure[i] = tc
             cpu[i] = size[i]
-            if abandon:
-                del self.fin[i]
             if not cdone[i]:
                 cdone[i] = 1
                 open_[g] -= 1
@@ -237,17 +265,26 @@ class _PSProcess:
         self.t = a
         fv = v + book.size[i]
         heap = self.heap
-        heapq.heappush(heap, (fv, i))
+        if self.abandon:
+            self.fin[i] = fv
+            heapq.heappush(heap, (fv, i))
+            state = book.state
+            while state[heap[0][1]] == _DROPPED:
+                heapq.heappop(heap)
+            first = heap[0][0]
+        else:
+            owner = self.owner
+            if fv in owner:
+                self.twins.setdefault(fv, []).append(i)
+            else:
+                owner[fv] = i
+            heapq.heappush(heap, fv)
+            first = heap[0]
         n += 1
         self.n = n
         book.state[i] = _SERVING
         book.open[self.g] += 1
-        if self.abandon:
-            self.fin[i] = fv
-            state = book.state
-            while state[heap[0][1]] == _DROPPED:
-                heapq.heappop(heap)
-        tc = a + (heap[0][0] - v) if n <= c else a + (heap[0][0] - v) * n / c
+        tc = a + (first - v) if n <= c else a + (first - v) * n / c
         if self.watch:
             dlh = self.dl
             d = book.deadline[i]
@@ -265,147 +302,11 @@ class _PSProcess:
     def finalize(self, T: float) -> None:
         """Record the CPU received so far by the requests still present."""
         book, v = self.book, self.v
-        for fv, i in self.heap:
-            if book.state[i] == _SERVING:
-                book.cpu[i] = book.size[i] - (fv - v)
-
-
-class _PSKeepProcess(_PSProcess):
-    """A :class:`_PSProcess` whose server ignores timeouts (no ``abandon``).
-
-    Its crowd grows without bound in overload, so the heap of finish virtual
-    times holds bare floats, about 3x cheaper to sift than ``(time, id)``
-    tuples, with a dict from finish virtual time to request (as in
-    :func:`_ps`; requests with equal finish virtual times leave at the same
-    instant, so which one the dict hands out first changes nothing).
-    """
-
-    __slots__ = ("owner", "twins")
-
-    def __init__(self, g: int, c: int, book: _Book, watch: bool):
-        super().__init__(g, c, book, False, watch)
-        self.owner: dict[float, int] = {}
-        self.twins: dict[float, list[int]] = {}
-
-    def advance(self, T: float) -> float:
-        n = self.n
-        if not n:
-            if T < _INF:
-                self.t = T
-            return _INF
-        heap, c, t, v = self.heap, self.c, self.t, self.v
-        owner, twins = self.owner, self.twins
-        dlh = self.dl if self.watch else None
-        book = self.book
-        state, cdone, outbox = book.state, book.client_done, book.outbox
-        departure, completion, cpu, size = book.departure, book.completion, book.cpu, book.size
-        open_, g, retries = book.open, self.g, book.retries
-        pop = heapq.heappop
-        popleft = dlh.popleft if dlh is not None else None
-        while True:
-            fv = heap[0]
-            tc = t + (fv - v) if n <= c else t + (fv - v) * n / c
-            if dlh:
-                while dlh and cdone[dlh[0][1]]:
-                    popleft()
-                if dlh and dlh[0][0] < tc:
-                    td = dlh[0][0]
-                    if td > T:
-                        nxt = td
-                        break
-                    j = popleft()[1]
-                    if n <= c:
-                        v += td - t
-                    else:
-                        v += (td - t) * c / n
-                    t = td
-                    if retries:
-                        book.fail(j, td)
-                        if outbox:
-                            self.n, self.t, self.v = n, t, v
-                            return td
-                    else:
-                        cdone[j] = 1
-                        open_[g] -= 1
-                    continue
-            if tc > T:
-                nxt = tc
-                break
-            pop(heap)
-            if twins and fv in twins:
-                same = twins[fv]
-                i = same.pop()
-                if not same:
-                    del twins[fv]
-            else:
-                i = owner.pop(fv)
-            t = tc
-            v = fv
-            n -= 1
-            state[i] = _DONE
-            completion[i] = tc
-            departure[i] = tc
-            cpu[i] = size[i]
-            if not cdone[i]:
-                cdone[i] = 1
-                open_[g] -= 1
-            if not n:
-                v = 0.0
-                nxt = _INF
-                break
-        if T < _INF and not self.hold:
-            if n:
-                if n <= c:
-                    v += T - t
-                else:
-                    v += (T - t) * c / n
-            t = T
-        self.n, self.t, self.v = n, t, v
-        return nxt
-
-    def arrive(self, a: float, i: int) -> float:
-        book = self.book
-        n, c = self.n, self.c
-        if n:
-            if n <= c:
-                v = self.v + (a - self.t)
-            else:
-                v = self.v + (a - self.t) * c / n
+        if self.abandon:
+            present = [(fv, i) for i, fv in self.fin.items()]
         else:
-            v = 0.0
-        self.v = v
-        self.t = a
-        fv = v + book.size[i]
-        owner = self.owner
-        if fv in owner:
-            self.twins.setdefault(fv, []).append(i)
-        else:
-            owner[fv] = i
-        heap = self.heap
-        heapq.heappush(heap, fv)
-        n += 1
-        self.n = n
-        book.state[i] = _SERVING
-        book.open[self.g] += 1
-        tc = a + (heap[0] - v) if n <= c else a + (heap[0] - v) * n / c
-        if self.watch:
-            dlh = self.dl
-            d = book.deadline[i]
-            if dlh and (d, i) < dlh[-1]:
-                bisect.insort(dlh, (d, i))
-            else:
-                dlh.append((d, i))
-            cdone = book.client_done
-            while cdone[dlh[0][1]]:
-                dlh.popleft()
-            if dlh[0][0] < tc:
-                return dlh[0][0]
-        return tc
-
-    def finalize(self, T: float) -> None:
-        book, v = self.book, self.v
-        present = list(self.owner.items())
-        present += [(fv, i) for fv, ids in self.twins.items() for i in ids]
+            present = list(self.owner.items())
+            present += [(fv, i) for fv, ids in self.twins.items() for i in ids]
         for fv, i in present:
             if book.state[i] == _SERVING:
                 book.cpu[i] = book.size[i] - (fv - v)
