@@ -253,6 +253,17 @@ def test_least_connections_against_table(discipline, on_timeout):
     check_conservation(run, 6)
 
 
+@pytest.mark.parametrize("kw", [dict(), dict(timeout=2.0), dict(timeout=2.0, on_timeout="drop"),
+                                dict(discipline="ps", timeout=2.0, on_timeout="drop")])
+def test_least_connections_with_one_process(kw):
+    """One process leaves least connections nothing to choose: the run is the
+    round-robin one (it used to fail on the engines that need a fixed assignment)."""
+    lc = simulate(1.2, 1.0, dispatch="least_connections", duration=200, seed=4, **kw)
+    rr = simulate(1.2, 1.0, dispatch="round_robin", duration=200, seed=4, **kw)
+    pd.testing.assert_frame_equal(lc.requests, rr.requests, check_exact=True)
+    assert (lc.requests["process"] == 0).all() and len(lc.requests) > 100
+
+
 # ---------------------------------------------------------------------------- engines agree
 @pytest.mark.parametrize("discipline, servers, processes, dispatch", [
     ("fcfs", 1, 1, "round_robin"), ("fcfs", 2, 3, "random"), ("ps", 1, 1, "round_robin"),

@@ -426,7 +426,10 @@ def _run(arrivals: np.ndarray, sizes: np.ndarray, discipline: str, servers: int,
     opts = options if options is not None else _Options(discipline=discipline, servers=servers)
     rng = rng if rng is not None else np.random.default_rng(0)
     n = arrivals.size
-    assign = _static_assignment(n, opts, rng) if opts.dispatch != "least_connections" else None
+    # Least connections looks at the processes as it goes (engine 3); with one process there
+    # is nothing to choose, and every engine can run it.
+    state_free = opts.dispatch != "least_connections" or opts.n_proc == 1
+    assign = _static_assignment(n, opts, rng) if state_free else None
     timeout = opts.timeout
     stopped = False
     use_global = (opts.dispatch == "least_connections" and opts.n_proc > 1) or \
