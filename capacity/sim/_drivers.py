@@ -148,6 +148,23 @@ _PROGRESS_CHECK_EVERY = 4096
 _PROGRESS_INTERVAL = 1.0
 
 
+class _Progress:
+    """The caller's ``progress(now, total)``, called at most once per
+    :data:`_PROGRESS_INTERVAL` of wall time; :meth:`stops` says whether it
+    asked the run to stop (it returned ``False``, exactly)."""
+
+    def __init__(self, progress: Callable[[float, float], Any], total: float):
+        self.progress, self.total = progress, total
+        self.last = -_INF
+
+    def stops(self, now: float) -> bool:
+        wall = time.perf_counter()
+        if wall - self.last < _PROGRESS_INTERVAL:
+            return False
+        self.last = wall
+        return self.progress(now, self.total) is False
+
+
 def _run_global(book: _Book, assign: np.ndarray | None, opts: _Options, t_end: float, total: float,
                 rng: np.random.Generator) -> tuple[int, float, bool, list[Any]]:
     """Engine 3: one event loop over every process, in time order.
@@ -158,69 +175,81 @@ def _run_global(book: _Book, assign: np.ndarray | None, opts: _Options, t_end: f
     the run, and the process objects.
     """
     procs = _make_processes(book, opts, rng)
-    n_proc = opts.n_proc
-    machines, processes = opts.machines, opts.processes
+    if opts.progress is None and not book.retries:
+        return _run_global_arrivals(book, assign, opts, t_end, procs)
+    if opts.n_proc == 1:
+        return _run_global_one(book, opts, t_end, total, procs[0])
+    return _run_global_heap(book, assign, opts, t_end, total, rng, procs)
+
+
+def _run_global_arrivals(book: _Book, assign: np.ndarray | None, opts: _Options, t_end: float,
+                         procs: list[Any]) -> tuple[int, float, bool, list[Any]]:
+    """Engine 3 without retries or ``progress``: processes interact only
+    through the dispatcher, which looks at them at arrival instants alone.
+    Bring the processes with an event up to each arrival (completions and
+    deadlines first at equal times), then dispatch: no heap of processes is
+    needed, and each process runs on its own clock as in engine 2."""
+    n_proc, machines, processes = opts.n_proc, opts.machines, opts.processes
     n0 = len(book.arrival)
-    arrival0 = book.arrival[:n0]
-    proc_of = book.process
-    open_ = book.open
-    outbox = book.outbox
+    arrival0, proc_of, open_ = book.arrival[:n0], book.process, book.open
     dispatch = opts.dispatch if n_proc > 1 else "single"
+    pre = assign.tolist() if assign is not None else None
+    nxt = [_INF] * n_proc  # each process's next event
+    advs = [p.advance for p in procs]
+    arrs = [p.arrive for p in procs]
+    for p in procs:
+        if isinstance(p, _PSProcess):
+            p.hold = True  # the clock moves at the process's own events and arrivals only
+    gs = range(n_proc)
+    rr = 0
+    j = 0
+    for j in range(n0):
+        a = arrival0[j]
+        if a > t_end:
+            break
+        for g in gs:
+            if nxt[g] <= a:
+                nxt[g] = advs[g](a)
+        if dispatch == "least_connections":
+            g = open_.index(min(open_))
+        elif dispatch == "single":
+            g = 0
+        elif dispatch == "round_robin":
+            g = (rr % machines) * processes + (rr // machines) % processes
+            rr += 1
+        else:
+            g = pre[j]
+        proc_of[j] = g
+        nxt[g] = arrs[g](a, j)
+    else:
+        j = n0
+    for p in procs:
+        if isinstance(p, _PSProcess):
+            p.hold = False
+        p.advance(t_end)
+        if t_end < _INF:
+            p.finalize(t_end)
+    return j, t_end, False, procs
+
+
+def _run_global_heap(book: _Book, assign: np.ndarray | None, opts: _Options, t_end: float, total: float,
+                     rng: np.random.Generator, procs: list[Any]) -> tuple[int, float, bool, list[Any]]:
+    """Engine 3 with several processes and retries or ``progress``: a heap of
+    each process's next event, a heap of retries, the original arrivals."""
+    n_proc, machines, processes = opts.n_proc, opts.machines, opts.processes
+    n0 = len(book.arrival)
+    arrival0, proc_of, open_, outbox = book.arrival[:n0], book.process, book.open, book.outbox
+    dispatch = opts.dispatch
     pre = assign.tolist() if assign is not None else None
     rand_block: list[int] = []
     push, pop = heapq.heappush, heapq.heappop
     nxt = [_INF] * n_proc
     ph: list[tuple[float, int]] = []  # (next event time, process)
     rh: list[tuple[float, int, int]] = []  # (retry arrival, sequence, failed request)
-    seq = 0
-    rr = 0
-    j = 0
+    seq = rr = j = events = 0
     now = 0.0
-    events = 0
-    progress = opts.progress
-    last_call = -_INF
+    progress = _Progress(opts.progress, total) if opts.progress is not None else None
     stopped = False
-    if progress is None and not book.retries:
-        # No retries: processes interact only through the dispatcher, which
-        # looks at them at arrival instants alone.  Bring the processes with
-        # an event up to each arrival (completions and deadlines first at
-        # equal times), then dispatch: no heap of processes is needed, and
-        # each process runs on its own clock as in engine 2.
-        advs = [p.advance for p in procs]
-        arrs = [p.arrive for p in procs]
-        for p in procs:
-            if isinstance(p, _PSProcess):
-                p.hold = True  # the clock moves at the process's own events and arrivals only
-        gs = range(n_proc)
-        for j in range(n0):
-            a = arrival0[j]
-            if a > t_end:
-                break
-            for g in gs:
-                if nxt[g] <= a:
-                    nxt[g] = advs[g](a)
-            if dispatch == "least_connections":
-                g = open_.index(min(open_))
-            elif dispatch == "single":
-                g = 0
-            elif dispatch == "round_robin":
-                g = (rr % machines) * processes + (rr // machines) % processes
-                rr += 1
-            else:
-                g = pre[j]
-            proc_of[j] = g
-            nxt[g] = arrs[g](a, j)
-        else:
-            j = n0
-        for p in procs:
-            if isinstance(p, _PSProcess):
-                p.hold = False
-            p.advance(t_end)
-            if t_end < _INF:
-                p.finalize(t_end)
-        return j, t_end, False, procs
-    if n_proc == 1:
-        return _run_global_one(book, opts, t_end, total, procs[0])
     while True:
         while ph and ph[0][0] != nxt[ph[0][1]]:
             pop(ph)
@@ -252,9 +281,7 @@ def _run_global(book: _Book, assign: np.ndarray | None, opts: _Options, t_end: f
                     break
                 i = j
                 j += 1
-            if dispatch == "single":
-                g = 0
-            elif dispatch == "least_connections":
+            if dispatch == "least_connections":
                 g = open_.index(min(open_))
             elif dispatch == "round_robin":
                 g = (rr % machines) * processes + (rr // machines) % processes
@@ -280,19 +307,15 @@ def _run_global(book: _Book, assign: np.ndarray | None, opts: _Options, t_end: f
                 seq += 1
             outbox.clear()
         events += 1
-        if progress is not None and not events % _PROGRESS_CHECK_EVERY:
-            wall = time.perf_counter()
-            if wall - last_call >= _PROGRESS_INTERVAL:
-                last_call = wall
-                if progress(now, total) is False:
-                    stopped = True
-                    break
+        if progress is not None and not events % _PROGRESS_CHECK_EVERY and progress.stops(now):
+            stopped = True
+            break
     return _finish_global(j, now, stopped, t_end, procs)
 
 
 def _run_global_one(book: _Book, opts: _Options, t_end: float, total: float,
                     proc: Any) -> tuple[int, float, bool, list[Any]]:
-    """Engine 3 for one process: the loop of :func:`_run_global` without the
+    """Engine 3 for one process: the loop of :func:`_run_global_heap` without the
     heap of processes (same events in the same order, same arithmetic)."""
     n0 = len(book.arrival)
     arrival0 = book.arrival[:n0]
@@ -302,12 +325,9 @@ def _run_global_one(book: _Book, opts: _Options, t_end: float, total: float,
     advance, arrive = proc.advance, proc.arrive
     push, pop = heapq.heappush, heapq.heappop
     rh: list[tuple[float, int, int]] = []  # (retry arrival, sequence, failed request)
-    seq = 0
-    j = 0
+    seq = j = events = 0
     now = 0.0
-    events = 0
-    progress = opts.progress
-    last_call = -_INF
+    progress = _Progress(opts.progress, total) if opts.progress is not None else None
     stopped = False
     nt = _INF  # the process's next event
     ta = arrival0[0] if n0 else _INF
@@ -344,13 +364,9 @@ def _run_global_one(book: _Book, opts: _Options, t_end: float, total: float,
             outbox.clear()
         if progress is not None:
             events += 1
-            if not events % _PROGRESS_CHECK_EVERY:
-                wall = time.perf_counter()
-                if wall - last_call >= _PROGRESS_INTERVAL:
-                    last_call = wall
-                    if progress(now, total) is False:
-                        stopped = True
-                        break
+            if not events % _PROGRESS_CHECK_EVERY and progress.stops(now):
+                stopped = True
+                break
     return _finish_global(j, now, stopped, t_end, [proc])
 
 

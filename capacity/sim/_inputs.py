@@ -71,3 +71,15 @@ def _arrival_times(arrivals: Any, duration: Any, rng: np.random.Generator) -> tu
             raise ValueError(f"duration must be at least the last arrival time {times[-1]!r}, "
                              f"got {duration!r}")
     return times, horizon
+
+
+def _draw_arrivals(arrivals: Any, duration: Any, drain: bool,
+                   rng: np.random.Generator) -> tuple[np.ndarray, float | None, Any]:
+    """The arrival times (s), the length of the arrival window (None: up to the last
+    completion) and the wall-clock time of second 0 (a rate series with a DatetimeIndex)."""
+    if not drain and duration is None and np.ndim(arrivals) != 0 and not isinstance(arrivals, pd.Series):
+        raise ValueError("duration must be given with drain=False (the run ends at duration), got None")
+    if isinstance(arrivals, pd.Series):
+        return _series_arrivals(arrivals, duration, rng)
+    times, horizon = _arrival_times(arrivals, duration, rng)
+    return times, horizon, None

@@ -5,20 +5,11 @@ from __future__ import annotations
 from typing import Any, Callable
 
 import numpy as np
-import pandas as pd
 
-from .._checks import (
-    ADMISSIONS,
-    check_choice,
-    check_count,
-    check_nonnegative,
-    check_positive,
-    check_servers,
-)
-from ..distributions import Service, as_service
+from ..distributions import Service
 from ._drivers import _run
-from ._inputs import _arrival_times, _series_arrivals
-from ._options import DISPATCH, ON_TIMEOUT, QUEUES, _Options
+from ._inputs import _draw_arrivals
+from ._options import _options, _scalar_service
 from .result import SimulationResult
 
 
@@ -302,78 +293,13 @@ def simulate(arrivals: Any, service: Service | float, discipline: str = "fcfs", 
     >>> bool(ci.low < 2.0 < ci.high), round(run.utilization(), 2)
     (True, 0.5)
     """
-    discipline = check_choice(discipline, "discipline", ("fcfs", "ps", "rr"))
-    slices = check_count(slices, "slices", 1)
-    admission = check_choice(admission, "admission", ADMISSIONS)
-    if discipline != "rr" and admission != "fifo":
-        raise ValueError(f"admission applies to discipline='rr' only, got discipline={discipline!r} with "
-                         f"admission={admission!r}")
-    delay_service = None
-    if isinstance(slice_delay, Service):
-        if slice_delay.shape != ():
-            raise ValueError(f"slice_delay must have scalar parameters for a simulation, got parameter "
-                             f"shape {slice_delay.shape}")
-        delay_service = slice_delay
-        slice_delay = float(slice_delay.mean)
-    else:
-        sd = check_nonnegative(slice_delay, "slice_delay")
-        if sd.ndim != 0 or not np.isfinite(sd):
-            raise ValueError(f"slice_delay must be one finite number of seconds >= 0 or a Service, "
-                             f"got {slice_delay!r}")
-        slice_delay = float(sd)
-    if discipline != "rr" and (slices != 1 or slice_delay != 0.0 or delay_service is not None):
-        raise ValueError(f"slices and slice_delay need discipline='rr', got discipline={discipline!r} "
-                         f"with slices={slices!r}, slice_delay={slice_delay!r}")
-    c_arr = check_servers(servers, "servers")
-    if c_arr.ndim != 0:
-        raise ValueError(f"servers must be a single integer, got {servers!r}")
-    processes = check_count(processes, "processes", 1)
-    machines = check_count(machines, "machines", 1)
-    dispatch = check_choice(dispatch, "dispatch", DISPATCH)
-    on_timeout = check_choice(on_timeout, "on_timeout", ON_TIMEOUT)
-    queue = check_choice(queue, "queue", QUEUES)
-    if timeout is not None:
-        timeout = float(check_positive(timeout, "timeout"))
-    retries = check_count(retries, "retries", 0)
-    if retries and timeout is None:
-        raise ValueError(f"retries needs a timeout (retries happen after a timeout), got retries={retries!r} "
-                         f"and timeout=None")
-    retry_backoff = float(check_nonnegative(retry_backoff, "retry_backoff"))
-    retry_backoff_factor = float(check_positive(retry_backoff_factor, "retry_backoff_factor"))
-    if retry_backoff_factor < 1:
-        raise ValueError(f"retry_backoff_factor must be >= 1, got {retry_backoff_factor!r}")
-    if queue == "adaptive_lifo":
-        if discipline != "fcfs":
-            raise ValueError(f"queue='adaptive_lifo' needs discipline='fcfs' (a PS process has no "
-                             f"queue), got discipline={discipline!r}")
-        if queue_delay_bound is None:
-            if timeout is None:
-                raise ValueError("queue_delay_bound must be given for queue='adaptive_lifo' without a "
-                                 "timeout (its default is 0.1 * timeout), got None")
-            queue_delay_bound = 0.1 * timeout
-        queue_delay_bound = float(check_nonnegative(queue_delay_bound, "queue_delay_bound"))
-    elif queue_delay_bound is not None:
-        queue_delay_bound = float(check_nonnegative(queue_delay_bound, "queue_delay_bound"))
-    if progress is not None and not callable(progress):
-        raise ValueError(f"progress must be a callable or None, got {progress!r}")
-    if not isinstance(drain, (bool, np.bool_)):
-        raise ValueError(f"drain must be True or False, got {drain!r}")
-    svc = as_service(service)
-    if svc.shape != ():
-        raise ValueError(f"service must have scalar parameters for a simulation, got parameter shape "
-                         f"{svc.shape}")
-    if not drain and duration is None and np.ndim(arrivals) != 0 and not isinstance(arrivals, pd.Series):
-        raise ValueError("duration must be given with drain=False (the run ends at duration), got None")
-    rng = np.random.default_rng(seed)
-    origin = None
-    if isinstance(arrivals, pd.Series):
-        times, horizon, origin = _series_arrivals(arrivals, duration, rng)
-    else:
-        times, horizon = _arrival_times(arrivals, duration, rng)
-    sizes = np.asarray(svc.sample(times.size, rng), dtype=float).reshape(-1)
-    options = _Options(discipline=discipline, servers=int(c_arr), processes=processes, machines=machines,
+    options = _options(discipline=discipline, servers=servers, processes=processes, machines=machines,
                        dispatch=dispatch, timeout=timeout, on_timeout=on_timeout, queue=queue,
                        queue_delay_bound=queue_delay_bound, retries=retries, retry_backoff=retry_backoff,
-                       retry_backoff_factor=retry_backoff_factor, drain=bool(drain), progress=progress,
-                       slices=slices, slice_delay=slice_delay, delay_service=delay_service, admission=admission)
-    return _run(times, sizes, discipline, int(c_arr), horizon, options, rng, origin)
+                       retry_backoff_factor=retry_backoff_factor, drain=drain, progress=progress,
+                       slices=slices, slice_delay=slice_delay, admission=admission)
+    svc = _scalar_service(service, "service")
+    rng = np.random.default_rng(seed)
+    times, horizon, origin = _draw_arrivals(arrivals, duration, options.drain, rng)
+    sizes = np.asarray(svc.sample(times.size, rng), dtype=float).reshape(-1)
+    return _run(times, sizes, options.discipline, options.servers, horizon, options, rng, origin)

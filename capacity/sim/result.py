@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from .._checks import check_nonnegative, check_quantile
+from .._checks import check_count, check_nonnegative, check_quantile
 
 __all__ = ["OUTCOMES", "ConfidenceInterval", "SimulationResult"]
 
@@ -398,9 +398,7 @@ class SimulationResult:
         if level_arr.ndim:
             raise ValueError(f"level must be a single number, got {level!r}")
         level = float(level_arr)
-        if isinstance(batches, (bool, np.bool_)) or not float(batches).is_integer() or batches < 2:
-            raise ValueError(f"batches must be an integer >= 2, got {batches!r}")
-        batches = int(batches)
+        batches = check_count(batches, "batches", 2)
         x = self._values(metric, warmup)
         if x.size < 2 * batches:
             raise ValueError(f"batches must leave at least 2 requests per batch: {x.size} requests "
