@@ -96,7 +96,7 @@ def test_drop_at_timeout_under_idle_admission():
 
 @pytest.mark.parametrize("servers", [1, 2])
 def test_one_slice_both_rules_are_fcfs(servers):
-    kw = dict(servers=servers, duration=2000.0, seed=21)
+    kw = dict(servers=servers, horizon=2000.0, seed=21)
     a = simulate(0.8 * servers, Service.gamma(1.0, 2.0), discipline="rr", admission="idle", **kw)
     b = simulate(0.8 * servers, Service.gamma(1.0, 2.0), **kw)
     np.testing.assert_allclose(a.requests["completion"], b.requests["completion"], rtol=1e-12)
@@ -120,7 +120,7 @@ def test_idle_admission_is_work_conserving_and_keeps_little():
     """Without delay a free core always finds work when any request is present
     (in the run queue or waiting), so utilisation and the last departure equal
     FCFS's; Little's law holds on the sample path."""
-    kw = dict(duration=5000.0, seed=8)
+    kw = dict(horizon=5000.0, seed=8)
     a = simulate(0.85, Service.gamma(1.0, 2.0), discipline="rr", slices=7, admission="idle", **kw)
     b = simulate(0.85, Service.gamma(1.0, 2.0), **kw)
     assert a.utilization() == pytest.approx(b.utilization(), rel=1e-9)
@@ -134,7 +134,7 @@ def test_idle_admission_is_between_fcfs_and_fifo_for_timer_slices():
     handler) at utilisation 0.7: in-flight-first admission keeps requests
     closer to FCFS order, so its mean and p99 lie below the FIFO run queue's
     and above FCFS's (the gaps add ~4.4 ms to every request)."""
-    kw = dict(duration=4000.0, seed=5)
+    kw = dict(horizon=4000.0, seed=5)
     svc = Service.deterministic(0.011)
     lam = 0.7 / 0.011
     idle = simulate(lam, svc, discipline="rr", slices=5, slice_delay=0.0011, admission="idle", **kw)

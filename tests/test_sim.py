@@ -207,7 +207,7 @@ def test_fcfs_heap_matches_lindley_on_one_server():
 @pytest.mark.parametrize("rho, seed", [(0.5, 101), (0.8, 102)])
 def test_mm1_fcfs_mean_response(rho, seed):
     """M/M/1 FCFS, mean service 1 s: E[T] = 1/(mu - lambda) (Kleinrock vol. 1, ch. 3, M/M/1)."""
-    run = simulate(rho, 1.0, duration=1e6 / rho, seed=seed)
+    run = simulate(rho, 1.0, horizon=1e6 / rho, seed=seed)
     assert_in_ci(run, 1.0 / (1.0 - rho), 0.04)
 
 
@@ -216,7 +216,7 @@ def test_mm1_fcfs_mean_response(rho, seed):
 def test_mm1_ps_mean_response(rho, seed):
     """M/M/1 PS: E[T] = 1/(mu - lambda), the same as FCFS (Kleinrock vol. 2, ch. 4,
     processor sharing)."""
-    run = simulate(rho, 1.0, discipline="ps", duration=2e5 / rho, seed=seed)
+    run = simulate(rho, 1.0, discipline="ps", horizon=2e5 / rho, seed=seed)
     assert_in_ci(run, 1.0 / (1.0 - rho), 0.07)
 
 
@@ -225,7 +225,7 @@ def test_mm1_fcfs_response_quantile():
     """M/M/1 FCFS response time is exponential with rate mu - lambda (Kleinrock vol. 1,
     ch. 3, M/M/1 sojourn time), so its 0.9-quantile is ln(10)/(mu - lambda)."""
     rho = 0.7
-    run = simulate(rho, 1.0, duration=1e6 / rho, seed=105)
+    run = simulate(rho, 1.0, horizon=1e6 / rho, seed=105)
     theory = math.log(10.0) / (1.0 - rho)
     assert_in_ci(run, theory, 0.04, stat=0.9)
     assert run.response_quantile(0.9, warmup=WARMUP) == pytest.approx(theory, rel=0.03)
@@ -236,7 +236,7 @@ def test_mm1_fcfs_response_quantile():
 def test_md1_fcfs_mean_wait_pollaczek_khinchine():
     """M/D/1, D = 1 s, rho = 0.7: E[W] = rho D / (2 (1 - rho)) (Pollaczek-Khinchine)."""
     rho = 0.7
-    run = simulate(rho, Service.deterministic(1.0), duration=5e5 / rho, seed=106)
+    run = simulate(rho, Service.deterministic(1.0), horizon=5e5 / rho, seed=106)
     assert_in_ci(run, rho / (2 * (1 - rho)), 0.04, metric="wait")
 
 
@@ -245,7 +245,7 @@ def test_md1_ps_insensitive():
     """M/D/1 PS: E[T] = E[S]/(1 - rho) whatever the size distribution (PS insensitivity),
     here 1/0.3 s -- FCFS would give 1 + 0.7/0.6 = 2.17 s."""
     rho = 0.7
-    run = simulate(rho, Service.deterministic(1.0), discipline="ps", duration=2e5 / rho, seed=107)
+    run = simulate(rho, Service.deterministic(1.0), discipline="ps", horizon=2e5 / rho, seed=107)
     assert_in_ci(run, 1.0 / (1.0 - rho), 0.04)
 
 
@@ -253,7 +253,7 @@ def test_md1_ps_insensitive():
 def test_mmc_fcfs_mean_wait_erlang_c():
     """M/M/4 FCFS at rho = 0.8 (offered load 3.2): E[W] = C(4, 3.2)/(c mu - lambda)."""
     c, load = 4, 3.2
-    run = simulate(load, 1.0, servers=c, duration=1e6 / load, seed=108)
+    run = simulate(load, 1.0, servers=c, horizon=1e6 / load, seed=108)
     assert_in_ci(run, erlang_c_reference(c, load) / (c - load), 0.06, metric="wait")
     assert run.utilization() == pytest.approx(0.8, abs=0.005)
 
@@ -265,13 +265,13 @@ def test_mmc_ps_mean_response_equals_fcfs():
     (symmetric queue, Kelly 1979 sec. 3.3) so does M/D/4 PS."""
     c, load = 4, 3.2
     theory = erlang_c_reference(c, load) / (c - load) + 1.0
-    ps = simulate(load, 1.0, discipline="ps", servers=c, duration=2e5 / load, seed=109)
+    ps = simulate(load, 1.0, discipline="ps", servers=c, horizon=2e5 / load, seed=109)
     assert_in_ci(ps, theory, 0.05)
-    fcfs = simulate(load, 1.0, servers=c, duration=1e6 / load, seed=110)
+    fcfs = simulate(load, 1.0, servers=c, horizon=1e6 / load, seed=110)
     a = ps.confidence_interval(warmup=WARMUP)
     b = fcfs.confidence_interval(warmup=WARMUP)
     assert abs(a.estimate - b.estimate) <= math.hypot(a.half_width, b.half_width)
-    det = simulate(load, Service.deterministic(1.0), discipline="ps", servers=c, duration=2e5 / load,
+    det = simulate(load, Service.deterministic(1.0), discipline="ps", servers=c, horizon=2e5 / load,
                    seed=111)
     assert_in_ci(det, theory, 0.05)
 
@@ -291,9 +291,9 @@ def test_littles_law(discipline, servers):
     in system over the run equals the measured arrival rate times the mean
     response, up to the requests still present at the end (< 1% here)."""
     rate = 0.8 * servers
-    run = simulate(rate, 1.0, discipline=discipline, servers=servers, duration=50_000, seed=112)
+    run = simulate(rate, 1.0, discipline=discipline, servers=servers, horizon=50_000, seed=112)
     req = run.requests
-    horizon = run.duration
+    horizon = run.horizon
     area = number_integral(req, 0.0, horizon)
     inside = req[req["completion"] <= horizon]
     lam = len(req) / horizon
@@ -307,7 +307,7 @@ def test_conservation_fcfs_many_servers():
     """FCFS, 3 cores, lognormal sizes: every request starts after it arrives, in
     arrival order, completes after start + size, and at most 3 are in service
     at any instant (and 3 at some instant, so the check is not vacuous)."""
-    run = simulate(2.7, Service.lognormal(1.0, scv=3.0), servers=3, duration=20_000, seed=113)
+    run = simulate(2.7, Service.lognormal(1.0, scv=3.0), servers=3, horizon=20_000, seed=113)
     req = run.requests
     assert np.all(req["start"] >= req["arrival"])
     assert np.all(np.diff(req["start"]) >= 0)
@@ -331,8 +331,8 @@ def test_work_conservation_one_server(discipline):
     arr = np.sort(rng.uniform(0, 5000, 4000))
     run = simulate(arr, Service.hyperexponential(1.0, scv=5.0), discipline=discipline, seed=115)
     req = run.requests
-    assert run.duration == req["completion"].max()
-    busy = run.utilization() * run.duration
+    assert run.horizon == req["completion"].max()
+    busy = run.utilization() * run.horizon
     assert busy == pytest.approx(req["service"].sum(), rel=1e-9)
     assert np.all(req["completion"] > req["arrival"])
     assert np.all(req["response"] >= req["service"] * (1 - 1e-9))
@@ -341,30 +341,30 @@ def test_work_conservation_one_server(discipline):
 def test_utilization_measured():
     """M/M/2 at rho = 0.6 over 10^5 s: busy fraction within 0.01 of 0.6
     (the sd of the total work / (c T) is about 0.002 here)."""
-    run = simulate(1.2, 1.0, servers=2, duration=100_000, seed=116)
+    run = simulate(1.2, 1.0, servers=2, horizon=100_000, seed=116)
     assert run.utilization() == pytest.approx(0.6, abs=0.01)
 
 
 # ---------------------------------------------------------------------------- inputs, reproducibility
 def test_poisson_arrivals():
     """A rate gives Poisson arrivals: count ~ Poisson(lambda T), exponential gaps (KS test)."""
-    run = simulate(5.0, 0.1, duration=2000, seed=117)
+    run = simulate(5.0, 0.1, horizon=2000, seed=117)
     arr = run.requests["arrival"].to_numpy()
     assert abs(arr.size - 10_000) < 4 * math.sqrt(10_000)
     assert arr.min() >= 0 and arr.max() <= 2000 and np.all(np.diff(arr) >= 0)
     assert stats.kstest(np.diff(arr), "expon", args=(0, 1 / 5.0)).pvalue > 1e-3
-    assert run.duration == 2000.0
-    assert simulate(0.0, 1.0, duration=10).requests.empty
+    assert run.horizon == 2000.0
+    assert simulate(0.0, 1.0, horizon=10).requests.empty
 
 
 def test_reproducible_with_seed():
-    a = simulate(0.9, Service.gamma(1.0, 2.0), discipline="ps", duration=500, seed=7).requests
-    b = simulate(0.9, Service.gamma(1.0, 2.0), discipline="ps", duration=500, seed=7).requests
+    a = simulate(0.9, Service.gamma(1.0, 2.0), discipline="ps", horizon=500, seed=7).requests
+    b = simulate(0.9, Service.gamma(1.0, 2.0), discipline="ps", horizon=500, seed=7).requests
     pd.testing.assert_frame_equal(a, b)
-    c = simulate(0.9, Service.gamma(1.0, 2.0), discipline="ps", duration=500,
+    c = simulate(0.9, Service.gamma(1.0, 2.0), discipline="ps", horizon=500,
                  seed=np.random.default_rng(7)).requests
     pd.testing.assert_frame_equal(a, c)
-    d = simulate(0.9, Service.gamma(1.0, 2.0), discipline="ps", duration=500, seed=8).requests
+    d = simulate(0.9, Service.gamma(1.0, 2.0), discipline="ps", horizon=500, seed=8).requests
     assert not a["arrival"].equals(d["arrival"])
 
 
@@ -384,16 +384,16 @@ def test_result_object():
 
 
 @pytest.mark.parametrize("kwargs, name", [
-    (dict(arrivals=-1.0, duration=10), "arrivals"),
-    (dict(arrivals=float("nan"), duration=10), "arrivals"),
-    (dict(arrivals=float("inf"), duration=10), "arrivals"),
+    (dict(arrivals=-1.0, horizon=10), "arrivals"),
+    (dict(arrivals=float("nan"), horizon=10), "arrivals"),
+    (dict(arrivals=float("inf"), horizon=10), "arrivals"),
     (dict(arrivals=[0.0, float("nan")]), "arrivals"),
     (dict(arrivals=[0.0, -1.0]), "arrivals"),
     (dict(arrivals=[0.0, 2.0, 1.0]), "arrivals"),
     (dict(arrivals=[[0.0, 1.0]]), "arrivals"),
-    (dict(arrivals=1.0), "duration"),
-    (dict(arrivals=1.0, duration=-5), "duration"),
-    (dict(arrivals=[0.0, 5.0], duration=2.0), "duration"),
+    (dict(arrivals=1.0), "horizon"),
+    (dict(arrivals=1.0, horizon=-5), "horizon"),
+    (dict(arrivals=[0.0, 5.0], horizon=2.0), "horizon"),
     (dict(arrivals=[0.0], discipline="lifo"), "discipline"),
     (dict(arrivals=[0.0], servers=0), "servers"),
     (dict(arrivals=[0.0], servers=1.5), "servers"),
@@ -407,13 +407,27 @@ def test_bad_input(kwargs, name):
         simulate(**kwargs)
 
 
+def test_duration_is_now_horizon():
+    """The run length was ``duration`` (the glossary keeps that word for a request's measured
+    time): the old keyword and attribute still work for one release, warning with the new name."""
+    new = simulate(2.0, 0.25, horizon=300, seed=9)
+    with pytest.warns(DeprecationWarning, match="'duration' is now 'horizon'"):
+        old = simulate(2.0, 0.25, duration=300, seed=9)
+    pd.testing.assert_frame_equal(old.requests, new.requests, check_exact=True)
+    assert new.horizon == 300.0
+    with pytest.warns(DeprecationWarning, match=r"SimulationResult.duration is now .horizon"):
+        assert old.duration == 300.0
+    with pytest.raises(TypeError, match="both"):
+        simulate(2.0, 0.25, horizon=300, duration=300)
+
+
 def test_unknown_discipline_lists_choices():
     with pytest.raises(ValueError, match=r"discipline.*'fcfs'.*'ps'.*'lifo'"):
         simulate([0.0], 1.0, discipline="lifo")
 
 
 def test_confidence_interval_bad_input():
-    run = simulate(0.5, 1.0, duration=1000, seed=4)
+    run = simulate(0.5, 1.0, horizon=1000, seed=4)
     with pytest.raises(ValueError, match="stat"):
         run.confidence_interval(stat="median")
     with pytest.raises(ValueError, match="stat"):
@@ -428,6 +442,6 @@ def test_confidence_interval_bad_input():
         run.confidence_interval(warmup=-1.0)
     with pytest.raises(ValueError, match="metric"):
         run.confidence_interval(metric="queue")
-    ps = simulate(0.5, 1.0, discipline="ps", duration=1000, seed=4)
+    ps = simulate(0.5, 1.0, discipline="ps", horizon=1000, seed=4)
     with pytest.raises(ValueError, match="wait"):
         ps.confidence_interval(metric="wait")

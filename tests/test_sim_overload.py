@@ -220,7 +220,7 @@ def test_round_robin_assignment():
 def test_random_dispatch_is_uniform():
     """Uniform random dispatch over 3 machines x 4 processes: chi-square test of
     the counts against 12 equal cells (fixed seed, significance 0.001)."""
-    run = simulate(20.0, 0.01, processes=4, machines=3, dispatch="random", duration=600, seed=5)
+    run = simulate(20.0, 0.01, processes=4, machines=3, dispatch="random", horizon=600, seed=5)
     counts = np.bincount(run.requests["process"], minlength=12)
     assert counts.size == 12
     assert stats.chisquare(counts).pvalue > 1e-3
@@ -238,7 +238,7 @@ def test_least_connections_against_table(discipline, on_timeout):
     arrival (earlier rows first at equal times) until its client stops
     waiting (completion, timeout or drop)."""
     run = simulate(5.5, Service.lognormal(1.0, 2.0), discipline=discipline, processes=3, machines=2,
-                   dispatch="least_connections", timeout=4.0, on_timeout=on_timeout, duration=150, seed=21)
+                   dispatch="least_connections", timeout=4.0, on_timeout=on_timeout, horizon=150, seed=21)
     req = run.requests
     arr = req["arrival"].to_numpy()
     proc = req["process"].to_numpy()
@@ -258,8 +258,8 @@ def test_least_connections_against_table(discipline, on_timeout):
 def test_least_connections_with_one_process(kw):
     """One process leaves least connections nothing to choose: the run is the
     round-robin one (it used to fail on the engines that need a fixed assignment)."""
-    lc = simulate(1.2, 1.0, dispatch="least_connections", duration=200, seed=4, **kw)
-    rr = simulate(1.2, 1.0, dispatch="round_robin", duration=200, seed=4, **kw)
+    lc = simulate(1.2, 1.0, dispatch="least_connections", horizon=200, seed=4, **kw)
+    rr = simulate(1.2, 1.0, dispatch="round_robin", horizon=200, seed=4, **kw)
     pd.testing.assert_frame_equal(lc.requests, rr.requests, check_exact=True)
     assert (lc.requests["process"] == 0).all() and len(lc.requests) > 100
 
@@ -301,23 +301,23 @@ def test_no_timeout_matches_foundation_columns():
     """timeout=None (and the new defaults) reproduce the foundation's table for
     its columns: same seed, same arrivals, sizes and schedule; a timeout the
     server ignores does not change the schedule either."""
-    base = simulate(0.9, 1.0, duration=3000, seed=41)
+    base = simulate(0.9, 1.0, horizon=3000, seed=41)
     old = ["arrival", "start", "completion", "response", "service"]
     explicit = simulate(0.9, 1.0, discipline="fcfs", servers=1, processes=1, dispatch="round_robin",
                         machines=1, timeout=None, on_timeout="continue", queue="fifo", retries=0,
-                        duration=3000, seed=41)
+                        horizon=3000, seed=41)
     pd.testing.assert_frame_equal(base.requests, explicit.requests)
     times = base.requests["arrival"].to_numpy()
     sizes = base.requests["service"].to_numpy()
     pd.testing.assert_frame_equal(_run(times, sizes, "fcfs", 1, 3000.0).requests[old], base.requests[old])
-    with_timeout = simulate(0.9, 1.0, duration=3000, seed=41, timeout=5.0)
+    with_timeout = simulate(0.9, 1.0, horizon=3000, seed=41, timeout=5.0)
     pd.testing.assert_frame_equal(with_timeout.requests[old], base.requests[old])
     assert (with_timeout.requests["outcome"] == "timed_out").any()
 
 
 # ---------------------------------------------------------------------------- overload
 def overload_goodput(seed: int, **kw) -> float:
-    run = simulate(1.5, 1.0, timeout=10, duration=600, seed=seed, **kw)
+    run = simulate(1.5, 1.0, timeout=10, horizon=600, seed=seed, **kw)
     return float(run.per_second["goodput"].loc[400:599].mean())
 
 
@@ -346,14 +346,14 @@ def test_overload_goodput_collapse():
     assert overload_goodput(1) == 0.0  # FCFS, continue
     drop = overload_goodput(1, on_timeout="drop")
     assert drop > 0.6
-    deadline = simulate(1.5, 1.0, timeout=10, duration=600, seed=1, on_timeout="deadline")
+    deadline = simulate(1.5, 1.0, timeout=10, horizon=600, seed=1, on_timeout="deadline")
     wasted = deadline.requests.loc[deadline.requests["outcome"] != "ok", "cpu"].sum()
     assert wasted == 0.0
     assert deadline.per_second["goodput"].loc[400:599].mean() > drop
     # All three keep the CPU fully busy in overload: the difference is how much
     # of that CPU goes to requests someone still waits for.
     for kw in (dict(discipline="ps"), dict(), dict(on_timeout="drop")):
-        run = simulate(1.5, 1.0, timeout=10, duration=600, seed=1, **kw)
+        run = simulate(1.5, 1.0, timeout=10, horizon=600, seed=1, **kw)
         assert run.per_second["cpu_busy"].loc[400:599].min() == pytest.approx(1.0, abs=1e-9)
 
 
@@ -361,7 +361,7 @@ def test_overload_deterministic_deadline_gets_all_capacity():
     """Deterministic 1 s requests at 1.5/s with a 10 s timeout: the deadline-aware
     FCFS server (skip what cannot finish) completes one request per second once
     the queue has built up -- all of capacity -- and every started request is ok."""
-    run = simulate(1.5, ONE_SECOND, timeout=10, on_timeout="deadline", duration=600, seed=2)
+    run = simulate(1.5, ONE_SECOND, timeout=10, on_timeout="deadline", horizon=600, seed=2)
     good = run.per_second["goodput"].loc[100:599]
     # One completion per second of busy CPU: the only slack is at the rare
     # instants the queue holds no request that can still finish.
@@ -376,7 +376,7 @@ def test_retries_numbered_with_backoff():
     after the failure of attempt k-1, with the same request_id and CPU size;
     at most `retries` retries; arrivals per second count the retries."""
     run = simulate(1.3, 1.0, discipline="ps", timeout=5, retries=2, retry_backoff=0.5,
-                   retry_backoff_factor=2.0, duration=300, seed=7)
+                   retry_backoff_factor=2.0, horizon=300, seed=7)
     req = run.requests
     n_orig = (req["attempt"] == 0).sum()
     assert req["attempt"].iloc[:n_orig].eq(0).all() and req["attempt"].iloc[n_orig:].gt(0).all()
@@ -401,9 +401,9 @@ def test_retries_numbered_with_backoff():
 def test_retries_amplify_load():
     """Retries add load exactly when the service is failing: below capacity
     with a generous timeout nobody retries; in overload the arrival count grows."""
-    calm = simulate(0.5, 1.0, timeout=30, retries=2, duration=500, seed=8)
+    calm = simulate(0.5, 1.0, timeout=30, retries=2, horizon=500, seed=8)
     assert (calm.requests["attempt"] == 0).all()
-    hot = simulate(1.2, 1.0, discipline="ps", timeout=5, retries=2, duration=300, seed=8)
+    hot = simulate(1.2, 1.0, discipline="ps", timeout=5, retries=2, horizon=300, seed=8)
     assert (hot.requests["attempt"] > 0).sum() > 0.5 * (hot.requests["attempt"] == 0).sum()
 
 
@@ -417,13 +417,13 @@ def test_conservation_every_shape(discipline, dispatch, on_timeout, retries):
     per-second counts add up to the table and the CPU is conserved."""
     run = simulate(5.2, Service.lognormal(1.0, 2.0), discipline=discipline, servers=2, processes=2,
                    dispatch=dispatch, timeout=3.0, on_timeout=on_timeout, retries=retries,
-                   retry_backoff=0.2, duration=60, seed=51)
+                   retry_backoff=0.2, horizon=60, seed=51)
     check_conservation(run, 4)
     assert (run.requests["outcome"] != "ok").any() and (run.requests["outcome"] == "ok").any()
     assert (run.requests["attempt"] > 0).any() == (retries > 0)
     cut = simulate(5.2, Service.lognormal(1.0, 2.0), discipline=discipline, servers=2, processes=2,
                    dispatch=dispatch, timeout=3.0, on_timeout=on_timeout, retries=retries,
-                   retry_backoff=0.2, duration=60, seed=51, drain=False)
+                   retry_backoff=0.2, horizon=60, seed=51, drain=False)
     check_conservation(cut, 4)
     assert cut.end == 60.0 and (cut.requests["outcome"] == "in_flight").any()
 
@@ -437,7 +437,7 @@ def test_adaptive_lifo_conservation():
     that keeps computing abandoned requests (which gets none)."""
     for on_timeout in ON_TIMEOUT_ALL:
         run = simulate(1.5, 1.0, queue="adaptive_lifo", timeout=10, on_timeout=on_timeout,
-                       duration=300, seed=61)
+                       horizon=300, seed=61)
         check_conservation(run, 1)
         assert run.per_second["goodput"].loc[200:299].mean() > 0.5
 
@@ -447,12 +447,12 @@ def test_adaptive_lifo_conservation():
 def test_rate_series_arrivals():
     """A per-second rate series: Poisson counts per second (mean rate x 1 s),
     nothing in seconds of rate 0, an integer index and a 1 s DatetimeIndex
-    give the same run (same seed); duration defaults to the series length."""
+    give the same run (same seed); horizon defaults to the series length."""
     rates = pd.Series([0.0, 50.0, 0.0, 200.0, 5.0])
     run = simulate(rates, 0.001, seed=9)
     counts = run.per_second["arrivals"].iloc[:5].to_numpy()
     assert counts[0] == 0 and counts[2] == 0
-    assert run.duration == 5.0
+    assert run.horizon == 5.0
     # Poisson(200) and Poisson(50): within 4 sd.
     assert abs(counts[3] - 200) < 4 * np.sqrt(200) and abs(counts[1] - 50) < 4 * np.sqrt(50)
     stamped = rates.copy()
@@ -475,12 +475,12 @@ def test_progress_called_and_stops():
     def record(now, total):
         calls.append((now, total))
 
-    full = simulate(20.0, 0.04, duration=2000, seed=11, progress=record)
+    full = simulate(20.0, 0.04, horizon=2000, seed=11, progress=record)
     assert calls and calls[-1] == (full.end, full.end) and not full.stopped
     assert all(0 <= now <= total for now, total in calls[:-1])
 
     stop = simulate(20.0, Service.exponential(0.2), processes=2, dispatch="least_connections", timeout=1.0,
-                    duration=2000, seed=11, progress=lambda now, total: False)
+                    horizon=2000, seed=11, progress=lambda now, total: False)
     assert stop.stopped and stop.end < 2000
     assert len(stop.requests) < 0.5 * len(full.requests)
     assert (stop.requests["arrival"] <= stop.end).all()
@@ -514,8 +514,8 @@ def test_progress_called_and_stops():
                                                                 "2024-01-01 00:00:02"]))), "arrivals"),
     (dict(arrivals=[0.0, 2.0, 1.0]), "arrivals"),
     (dict(arrivals=[0.0, -1.0]), "arrivals"),
-    (dict(arrivals=float("nan"), duration=10), "arrivals"),
-    (dict(arrivals=-3.0, duration=10), "arrivals"),
+    (dict(arrivals=float("nan"), horizon=10), "arrivals"),
+    (dict(arrivals=-3.0, horizon=10), "arrivals"),
 ])
 def test_bad_input(kwargs, name):
     kwargs = {"arrivals": [0.0, 1.0], "service": 1.0, **kwargs}

@@ -436,7 +436,7 @@ def _assemble(arrival: np.ndarray, start: np.ndarray, completion: np.ndarray, re
 
 
 def _run(arrivals: np.ndarray, sizes: np.ndarray, discipline: str, servers: int,
-         duration: float | None, options: _Options | None = None,
+         horizon: float | None, options: _Options | None = None,
          rng: np.random.Generator | None = None, origin: Any = None) -> SimulationResult:
     """Simulate given arrival times and per-request sizes (already validated)."""
     opts = options if options is not None else _Options(discipline=discipline, servers=servers)
@@ -455,17 +455,17 @@ def _run(arrivals: np.ndarray, sizes: np.ndarray, discipline: str, servers: int,
     if static:
         trace = _run_static(arrivals, sizes, assign, opts, busy, rng)
         deadline = arrivals + timeout if timeout is not None else np.full(n, np.inf)
-        end = max(duration or 0.0, float(trace.completion.max()) if n else 0.0)
+        end = max(horizon or 0.0, float(trace.completion.max()) if n else 0.0)
         requests = _assemble(arrivals, trace.start, trace.completion, trace.response, sizes,
                              np.zeros(n, np.int64), np.arange(n, dtype=np.int64), assign,
                              trace.completion, sizes.copy(), deadline, opts, end)
     else:
-        t_end = _INF if opts.drain else float(duration if duration is not None else
+        t_end = _INF if opts.drain else float(horizon if horizon is not None else
                                                 (arrivals[-1] if n else 0.0))
         book = _Book(arrivals, sizes, timeout, opts.n_proc, opts.retries if timeout is not None else 0,
                      opts.retry_backoff, opts.retry_backoff_factor)
         if use_global:
-            total = float(duration) if duration is not None else (float(arrivals[-1]) if n else 0.0)
+            total = float(horizon) if horizon is not None else (float(arrivals[-1]) if n else 0.0)
             n_orig, end, stopped, procs = _run_global(book, assign, opts, t_end, total, rng)
         else:
             procs = _run_per_process(book, assign, opts, t_end, rng)
@@ -474,15 +474,15 @@ def _run(arrivals: np.ndarray, sizes: np.ndarray, discipline: str, servers: int,
             busy.extend((g, p.busy()) for g, p in enumerate(procs))
         if end == _INF:
             dep = np.asarray(book.departure, dtype=float)
-            end = max(duration or 0.0, float(np.nanmax(dep)) if dep.size else 0.0)
+            end = max(horizon or 0.0, float(np.nanmax(dep)) if dep.size else 0.0)
         requests = _book_table(book, n_orig, n, opts, end)
-    if duration is None:
+    if horizon is None:
         done = requests["completion"].to_numpy()
-        duration = float(np.nanmax(done)) if n and not np.isnan(done).all() else 0.0
+        horizon = float(np.nanmax(done)) if n and not np.isnan(done).all() else 0.0
     if opts.progress is not None and not stopped:
         opts.progress(end, end)
     core_busy = _busy_arrays(busy) if busy is not None else None
-    return SimulationResult(requests, opts.discipline, opts.servers, float(duration), opts.processes,
+    return SimulationResult(requests, opts.discipline, opts.servers, float(horizon), opts.processes,
                             opts.machines, timeout, float(end), stopped, origin, opts.slices,
                             opts.slice_delay if opts.delay_service is None else opts.delay_service,
                             core_busy, opts.admission)

@@ -9,7 +9,7 @@ import pandas as pd
 from .._checks import as_float_array, check_nonnegative, check_positive
 
 
-def _series_arrivals(series: pd.Series, duration: Any,
+def _series_arrivals(series: pd.Series, horizon: Any,
                      rng: np.random.Generator) -> tuple[np.ndarray, float, Any]:
     """Poisson arrivals at a piecewise-constant per-second rate."""
     n = len(series)
@@ -33,7 +33,7 @@ def _series_arrivals(series: pd.Series, duration: Any,
             raise ValueError(f"arrivals: a rate series must be indexed by seconds 0, 1, ..., {n - 1} "
                              f"(or a DatetimeIndex at 1 s frequency), got index starting {values[:3]!r}")
     rates = check_nonnegative(series.to_numpy(dtype=float, na_value=np.nan), "arrivals")
-    horizon = float(n) if duration is None else float(check_positive(duration, "duration"))
+    horizon = float(n) if horizon is None else float(check_positive(horizon, "horizon"))
     counts = rng.poisson(rates)
     # Given the count in a second, Poisson points are iid uniform in it.
     times = np.sort(np.repeat(np.arange(n, dtype=float), counts) + rng.uniform(0.0, 1.0, int(counts.sum())))
@@ -42,12 +42,13 @@ def _series_arrivals(series: pd.Series, duration: Any,
     return times, horizon, origin
 
 
-def _arrival_times(arrivals: Any, duration: Any, rng: np.random.Generator) -> tuple[np.ndarray, float | None]:
+def _arrival_times(arrivals: Any, horizon: Any, rng: np.random.Generator) -> tuple[np.ndarray, float | None]:
+    """A Poisson stream at a constant rate over ``[0, horizon]``, or the given times, checked."""
     if np.ndim(arrivals) == 0:
         rate = float(check_nonnegative(arrivals, "arrivals"))
-        if duration is None:
-            raise ValueError("duration must be given (seconds) when arrivals is a Poisson rate, got None")
-        horizon = float(check_positive(duration, "duration"))
+        if horizon is None:
+            raise ValueError("horizon must be given (seconds) when arrivals is a Poisson rate, got None")
+        horizon = float(check_positive(horizon, "horizon"))
         # Given their number, the points of a Poisson process on [0, T] are
         # iid uniform: exact, and free of the rounding drift of summing gaps.
         count = rng.poisson(rate * horizon)
@@ -64,22 +65,22 @@ def _arrival_times(arrivals: Any, duration: Any, rng: np.random.Generator) -> tu
         k = dips[0]
         raise ValueError(f"arrivals must be non-decreasing, got {times[k]!r} then {times[k + 1]!r} "
                          f"at positions {k} and {k + 1}")
-    horizon = None
-    if duration is not None:
-        horizon = float(check_positive(duration, "duration"))
+    if horizon is not None:
+        given = horizon
+        horizon = float(check_positive(horizon, "horizon"))
         if times.size and times[-1] > horizon:
-            raise ValueError(f"duration must be at least the last arrival time {times[-1]!r}, "
-                             f"got {duration!r}")
+            raise ValueError(f"horizon must be at least the last arrival time {times[-1]!r}, "
+                             f"got {given!r}")
     return times, horizon
 
 
-def _draw_arrivals(arrivals: Any, duration: Any, drain: bool,
+def _draw_arrivals(arrivals: Any, horizon: Any, drain: bool,
                    rng: np.random.Generator) -> tuple[np.ndarray, float | None, Any]:
     """The arrival times (s), the length of the arrival window (None: up to the last
     completion) and the wall-clock time of second 0 (a rate series with a DatetimeIndex)."""
-    if not drain and duration is None and np.ndim(arrivals) != 0 and not isinstance(arrivals, pd.Series):
-        raise ValueError("duration must be given with drain=False (the run ends at duration), got None")
+    if not drain and horizon is None and np.ndim(arrivals) != 0 and not isinstance(arrivals, pd.Series):
+        raise ValueError("horizon must be given with drain=False (the run ends at horizon), got None")
     if isinstance(arrivals, pd.Series):
-        return _series_arrivals(arrivals, duration, rng)
-    times, horizon = _arrival_times(arrivals, duration, rng)
+        return _series_arrivals(arrivals, horizon, rng)
+    times, horizon = _arrival_times(arrivals, horizon, rng)
     return times, horizon, None

@@ -6,6 +6,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from .._deprecation import renamed_parameters
 from ..distributions import Service
 from ._drivers import _run
 from ._inputs import _draw_arrivals
@@ -13,10 +14,11 @@ from ._options import _options, _scalar_service
 from .result import SimulationResult
 
 
+@renamed_parameters(duration="horizon")
 def simulate(arrivals: Any, service: Service | float, discipline: str = "fcfs", servers: int = 1,
              processes: int = 1, dispatch: str = "round_robin", machines: int = 1,
              timeout: float | None = None, on_timeout: str = "continue", queue: str = "fifo",
-             retries: int = 0, retry_backoff: float = 1.0, duration: float | None = None,
+             retries: int = 0, retry_backoff: float = 1.0, horizon: float | None = None,
              seed: Any = None, progress: Callable[[float, float], Any] | None = None, *,
              queue_delay_bound: float | None = None, retry_backoff_factor: float = 1.0,
              drain: bool = True, slices: int = 1, slice_delay: float | Service = 0.0,
@@ -26,12 +28,12 @@ def simulate(arrivals: Any, service: Service | float, discipline: str = "fcfs", 
     Parameters
     ----------
     arrivals : float, array_like or pandas.Series
-        A Poisson arrival rate in requests/s (then ``duration`` is required);
+        A Poisson arrival rate in requests/s (then ``horizon`` is required);
         or the arrival times in seconds (one-dimensional, non-decreasing,
         finite, >= 0); or a pandas Series of per-second rates (req/s) indexed
         by seconds ``0, 1, 2, ...`` or by a DatetimeIndex at 1 s frequency:
         Poisson arrivals at a rate that is constant within each second
-        (``duration`` defaults to the series length).
+        (``horizon`` defaults to the series length).
     service : Service or float
         CPU time per request in seconds: a :class:`~capacity.Service` with
         scalar parameters, or a bare number meaning an exponential with that
@@ -109,11 +111,12 @@ def simulate(arrivals: Any, service: Service | float, discipline: str = "fcfs", 
         the original requests.
     retry_backoff : float
         First back-off in seconds (>= 0).
-    duration : float, optional
+    horizon : float, optional
         Length of the arrival window in seconds.  Required with a Poisson
-        rate (the arrivals fall in ``[0, duration]``); with explicit arrival
+        rate (the arrivals fall in ``[0, horizon]``); with explicit arrival
         times it must be at least the last arrival; with a rate series it
-        defaults to the series length.
+        defaults to the series length.  (Called ``duration`` before this
+        release; the old keyword still works, with a ``DeprecationWarning``.)
     seed : None, int, or numpy.random.Generator
         Anything :func:`numpy.random.default_rng` accepts.  One generator
         draws the arrival times, then the sizes, then the random dispatch of
@@ -138,7 +141,7 @@ def simulate(arrivals: Any, service: Service | float, discipline: str = "fcfs", 
     drain : bool
         Keyword only.  True (default): after the arrival window the run
         continues until every request (and retry) has left the servers.
-        False: the run ends at ``duration`` and what is still in the servers
+        False: the run ends at ``horizon`` and what is still in the servers
         is ``"in_flight"`` (or ``"timed_out"``).
     slices : int
         Keyword only, ``discipline="rr"``.  A request of CPU size ``x`` runs
@@ -183,7 +186,7 @@ def simulate(arrivals: Any, service: Service | float, discipline: str = "fcfs", 
         for the columns), ``.per_second`` (arrivals, completions, goodput,
         timeouts, drops, in_flight, cpu_busy, latency_p50/p99/max),
         ``.discipline``, ``.servers``, ``.processes``, ``.machines``,
-        ``.timeout``, ``.duration``, ``.end``, ``.stopped``, and the methods
+        ``.timeout``, ``.horizon``, ``.end``, ``.stopped``, and the methods
         :meth:`~SimulationResult.mean_response`,
         :meth:`~SimulationResult.response_quantile`,
         :meth:`~SimulationResult.confidence_interval` (batch means),
@@ -288,7 +291,7 @@ def simulate(arrivals: Any, service: Service | float, discipline: str = "fcfs", 
 
     An M/M/1 queue at utilisation 0.5 (theory: mean response 2 s):
 
-    >>> run = simulate(0.5, 1.0, duration=200_000, seed=1)
+    >>> run = simulate(0.5, 1.0, horizon=200_000, seed=1)
     >>> ci = run.confidence_interval(warmup=100)
     >>> bool(ci.low < 2.0 < ci.high), round(run.utilization(), 2)
     (True, 0.5)
@@ -300,6 +303,6 @@ def simulate(arrivals: Any, service: Service | float, discipline: str = "fcfs", 
                        slices=slices, slice_delay=slice_delay, admission=admission)
     svc = _scalar_service(service, "service")
     rng = np.random.default_rng(seed)
-    times, horizon, origin = _draw_arrivals(arrivals, duration, options.drain, rng)
+    times, horizon, origin = _draw_arrivals(arrivals, horizon, options.drain, rng)
     sizes = np.asarray(svc.sample(times.size, rng), dtype=float).reshape(-1)
     return _run(times, sizes, options.discipline, options.servers, horizon, options, rng, origin)

@@ -21,6 +21,7 @@ import pandas as pd
 from scipy import stats
 
 from .._checks import check_count, check_nonnegative, check_quantile
+from .._deprecation import deprecated_property
 
 __all__ = ["OUTCOMES", "ConfidenceInterval", "SimulationResult"]
 
@@ -127,18 +128,19 @@ class SimulationResult:
         ``"fcfs"``, ``"ps"`` or ``"rr"``.
     servers : int
         Cores per worker process.
-    duration : float
-        The observation window ``[0, duration]`` in seconds: the arrival
-        window of a Poisson run, the ``duration`` you gave, or else the last
+    horizon : float
+        The observation window ``[0, horizon]`` in seconds: the arrival
+        window of a Poisson run, the ``horizon`` you gave, or else the last
         completion time.  :meth:`utilization` and :meth:`mean_number`
-        average over it.
+        average over it.  (``duration`` before this release: the old name
+        still reads it, with a ``DeprecationWarning``.)
     processes, machines : int
         The topology: ``machines x processes`` worker processes.
     timeout : float or None
         The client timeout (s).
     end : float
         When the run ended (s): after the last departure when draining, at
-        ``duration`` with ``drain=False``, or where ``progress`` stopped it.
+        ``horizon`` with ``drain=False``, or where ``progress`` stopped it.
     stopped : bool
         True if ``progress`` stopped the run early.
     origin : pandas.Timestamp or None
@@ -160,7 +162,7 @@ class SimulationResult:
     requests: pd.DataFrame
     discipline: str
     servers: int
-    duration: float
+    horizon: float
     processes: int = 1
     machines: int = 1
     timeout: float | None = None
@@ -172,14 +174,16 @@ class SimulationResult:
     core_busy: Any = None
     admission: str = "fifo"
 
+    duration = deprecated_property("horizon")
+
     # ------------------------------------------------------------------ helpers
     @property
     def _end(self) -> float:
         if not math.isnan(self.end):
             return self.end
         done = self.requests["departure"].to_numpy()
-        return float(max(self.duration, np.nanmax(done))) if done.size and not np.isnan(done).all() \
-            else self.duration
+        return float(max(self.horizon, np.nanmax(done))) if done.size and not np.isnan(done).all() \
+            else self.horizon
 
     def _values(self, metric: str, warmup: float) -> np.ndarray:
         warmup = float(check_nonnegative(warmup, "warmup"))
@@ -206,8 +210,8 @@ class SimulationResult:
         return times[order], np.cumsum(steps[order])
 
     def _time_average(self, func: Callable[[np.ndarray], np.ndarray]) -> float:
-        """(1/T) * integral over [0, T] of func(N(t)) dt, T = duration."""
-        horizon = self.duration
+        """(1/T) * integral over [0, T] of func(N(t)) dt, T = horizon."""
+        horizon = self.horizon
         if not horizon > 0:
             return math.nan
         times, number = self._number_path()
@@ -242,7 +246,7 @@ class SimulationResult:
 
         One row per whole second ``k`` (index ``second``), covering
         ``[k, k + 1)`` for ``k = 0 .. ceil(end) - 1``, so the drain after the
-        arrival window is included (slice ``.loc[:duration - 1]`` for the
+        arrival window is included (slice ``.loc[:horizon - 1]`` for the
         window alone).  Events at exactly ``end`` (an integer) fall in the
         last row.  Columns:
 
@@ -333,14 +337,14 @@ class SimulationResult:
         return float(out) if np.ndim(out) == 0 else out
 
     def utilization(self) -> float:
-        """Measured busy fraction of all the cores over ``[0, duration]``.
+        """Measured busy fraction of all the cores over ``[0, horizon]``.
 
         Exact from the busy-core step function of :attr:`per_second`
         (``min(n, c)`` busy cores in a PS process with ``n`` requests; the
         requests in service in a FCFS process); with one process this is
         ``(1/(c T)) * integral of min(N(t), c) dt``.
         """
-        horizon = self.duration
+        horizon = self.horizon
         if not horizon > 0:
             return math.nan
         T, B = self._busy()
@@ -348,7 +352,7 @@ class SimulationResult:
         return busy / (horizon * self.servers * self.processes * self.machines)
 
     def mean_number(self) -> float:
-        """Time-average number of requests in the servers over ``[0, duration]``."""
+        """Time-average number of requests in the servers over ``[0, horizon]``."""
         return self._time_average(lambda n: n)
 
     def confidence_interval(self, stat: str | float = "mean", level: float = 0.99, batches: int = 30,
