@@ -18,6 +18,7 @@ also check that the interval is narrow, so that the test can fail.
 """
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -31,6 +32,7 @@ from capacity import Service
 from capacity.sim import SimulationResult, simulate
 from capacity.sim._drivers import _run
 from capacity.sim._engines import _lindley_waits
+from capacity.units import format_time
 
 WARMUP = 1000.0  # seconds discarded at the start of each long run (initial transient)
 
@@ -381,6 +383,72 @@ def test_result_object():
     q = run.response_quantile([0.1, 0.9])
     assert q.shape == (2,) and q[0] <= q[1]
     assert math.isnan(run.mean_response(warmup=5.0))
+
+
+# ---------------------------------------------------------------------------- the result protocol
+def test_repr_is_one_short_line():
+    """repr names the configuration and the size of the table, never its rows."""
+    run = simulate(0.9, 1.0, horizon=5000, seed=3)
+    n = len(run.requests)
+    assert n > 4000
+    assert repr(run) == (f"SimulationResult(discipline='fcfs', servers=1, processes=1, machines=1, "
+                         f"timeout=None, horizon=5000, requests=<table {n} rows>)")
+
+
+def test_str_explains_the_run_in_words():
+    run = simulate(1.5, 1.0, horizon=600, seed=1, timeout=10, on_timeout="drop", retries=1)
+    text = str(run)
+    counts = run.requests["outcome"].value_counts()
+    retries = int((run.requests["attempt"] > 0).sum())
+    assert counts["ok"] > 0 and counts["dropped"] > 0 and retries > 0  # the words below are all exercised
+    assert f"Simulated {len(run.requests):,} requests (of which {retries:,} retries)" in text
+    assert f"{counts['ok']:,} ok" in text and f"{counts['dropped']:,} dropped" in text
+    assert f"Mean response {format_time(run.mean_response())}" in text
+    assert f"p99 {format_time(run.response_quantile(0.99))}" in text
+    assert f"{100 * run.utilization():.1f} % busy" in text
+    assert "horizon of 600 s" in text and "client timeout 10 s" in text and "FCFS" in text
+    assert "\n" not in text
+    rr = str(simulate([0.0, 0.5], Service.deterministic(2.0), discipline="rr", slices=2, admission="idle"))
+    assert "round robin over 2 slices, idle admission" in rr and "2 ok" in rr
+    assert "No request completed" in str(simulate(0.0, 1.0, horizon=10))
+
+
+def test_to_frame_is_a_copy_of_the_requests():
+    run = simulate([0.0, 1.0, 1.5], 1.0, seed=2)
+    frame = run.to_frame()
+    pd.testing.assert_frame_equal(frame, run.requests)
+    frame.loc[0, "arrival"] = 99.0
+    assert run.requests.loc[0, "arrival"] == 0.0
+
+
+def test_to_dict_is_configuration_and_summary_without_rows():
+    run = simulate(1.2, 1.0, servers=2, horizon=5000, seed=4, timeout=3.0)
+    d = run.to_dict()
+    text = json.dumps(d)  # plain JSON-ready Python
+    assert len(run.requests) > 5000 and len(text) < 1000  # no per-request rows
+    assert (d["discipline"], d["servers"], d["processes"], d["machines"]) == ("fcfs", 2, 1, 1)
+    assert (d["horizon"], d["timeout"], d["end"], d["stopped"]) == (5000.0, 3.0, run.end, False)
+    assert d["n_requests"] == len(run.requests) and d["n_retries"] == 0
+    assert d["outcomes"] == run.requests["outcome"].value_counts().to_dict()
+    assert sum(d["outcomes"].values()) == d["n_requests"]
+    assert d["mean_response"] == run.mean_response()
+    assert d["response_quantile"]["0.99"] == run.response_quantile(0.99)
+    assert d["utilization"] == run.utilization() and d["mean_number"] == run.mean_number()
+    series = pd.Series([1.0] * 5, index=pd.date_range("2024-01-01", periods=5, freq="s"))
+    timed = simulate(series, 0.1, discipline="rr", slices=2, slice_delay=Service.exponential(0.01), seed=1)
+    d = json.loads(json.dumps(timed.to_dict()))
+    assert d["origin"] == "2024-01-01T00:00:00"
+    assert d["slice_delay"]["family"] == "exponential" and d["slice_delay"]["mean_s"] == pytest.approx(0.01)
+    assert simulate(0.0, 1.0, horizon=10).to_dict()["mean_response"] is None  # NaN -> null
+
+
+def test_confidence_interval_is_a_named_tuple_with_the_protocol():
+    ci = simulate(0.5, 1.0, horizon=20_000, seed=1).confidence_interval()
+    assert ci._fields == ("estimate", "half_width", "low", "high", "level", "batches")
+    assert str(ci) == f"{format_time(ci.estimate)} +/- {format_time(ci.half_width)} (99 % confidence, " \
+                      f"batch means over 30 batches)"
+    assert json.loads(json.dumps(ci.to_dict())) == ci._asdict()
+    assert ci.to_frame().to_dict("records") == [ci._asdict()]
 
 
 @pytest.mark.parametrize("kwargs, name", [

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, ClassVar, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -22,6 +22,8 @@ from scipy import stats
 
 from .._checks import check_count, check_nonnegative, check_quantile
 from .._deprecation import deprecated_property
+from .._result import Result, jsonable
+from ..units import format_time
 
 __all__ = ["OUTCOMES", "ConfidenceInterval", "SimulationResult"]
 
@@ -30,7 +32,11 @@ OUTCOMES = ("ok", "timed_out", "dropped", "in_flight")
 
 
 class ConfidenceInterval(NamedTuple):
-    """A point estimate with a two-sided confidence interval (seconds)."""
+    """A point estimate with a two-sided confidence interval (seconds).
+
+    A named tuple (``estimate, half_width, low, high, level, batches``) with the
+    result protocol's ``str``, ``to_dict()`` and ``to_frame()``.
+    """
 
     estimate: float
     half_width: float
@@ -38,6 +44,18 @@ class ConfidenceInterval(NamedTuple):
     high: float
     level: float
     batches: int
+
+    def __str__(self) -> str:
+        return (f"{format_time(self.estimate)} +/- {format_time(self.half_width)} "
+                f"({100 * self.level:g} % confidence, batch means over {self.batches} batches)")
+
+    def to_dict(self) -> dict:
+        """The six fields, JSON-ready."""
+        return jsonable(self._asdict())
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row with the six fields."""
+        return pd.DataFrame([self._asdict()])
 
 
 def _busy_path(begin: np.ndarray, finish: np.ndarray, process: np.ndarray,
@@ -75,9 +93,16 @@ def _integral(T: np.ndarray, B: np.ndarray, x: np.ndarray) -> np.ndarray:
     return np.where(j < 0, 0.0, area[jj] + B[jj] * (x - T[jj]))
 
 
-@dataclass(frozen=True)
-class SimulationResult:
+@dataclass(frozen=True, repr=False)
+class SimulationResult(Result):
     """The outcome of :func:`simulate`.
+
+    It follows the result protocol of every capacity result: a one-line
+    ``repr`` (the configuration and the size of the table, never the table),
+    ``str`` (the run in words: requests, outcomes, response times,
+    utilisation), :meth:`to_frame` (the per-request table, a copy) and
+    :meth:`to_dict` (configuration and summary statistics, JSON-ready, never
+    the per-request rows).
 
     Attributes
     ----------
@@ -174,6 +199,8 @@ class SimulationResult:
     core_busy: Any = None
     admission: str = "fifo"
 
+    _headline: ClassVar[tuple[str, ...]] = ("discipline", "servers", "processes", "machines", "timeout",
+                                            "horizon", "requests")
     duration = deprecated_property("horizon")
 
     # ------------------------------------------------------------------ helpers
@@ -418,3 +445,72 @@ class SimulationResult:
         estimate = func(x)
         half = float(stats.t.ppf(0.5 + 0.5 * level, batches - 1) * per_batch.std(ddof=1) / math.sqrt(batches))
         return ConfidenceInterval(estimate, half, estimate - half, estimate + half, level, batches)
+
+    # ------------------------------------------------------------------ the result protocol
+    def to_frame(self) -> pd.DataFrame:
+        """The per-request table (:attr:`requests`), a copy."""
+        return self.requests.copy()
+
+    def _summary(self) -> dict:
+        """Counts and statistics of the whole run (no warm-up left out)."""
+        req = self.requests
+        outcomes = {name: int(count) for name, count in req["outcome"].value_counts(sort=False).items()}
+        done = req["response"].to_numpy()
+        done = done[~np.isnan(done)]
+        levels = _SUMMARY_QUANTILES
+        quantiles = dict(zip(levels, np.quantile(done, levels).tolist())) if done.size \
+            else dict.fromkeys(levels, math.nan)
+        return {"n_requests": len(req), "n_retries": int((req["attempt"].to_numpy() > 0).sum()),
+                "outcomes": outcomes, "mean_response": float(done.mean()) if done.size else math.nan,
+                "response_quantile": quantiles, "utilization": self.utilization(),
+                "mean_number": self.mean_number()}
+
+    def to_dict(self) -> dict:
+        """Configuration and summary statistics, JSON-ready (never the per-request rows).
+
+        Keys: the configuration (``discipline``, ``servers``, ``processes``,
+        ``machines``, ``timeout``, ``horizon``, ``end``, ``stopped``,
+        ``origin`` as ISO text, ``slices``, ``slice_delay``, ``admission``),
+        then ``n_requests`` (rows, retries included), ``n_retries``,
+        ``outcomes`` (rows per outcome), ``mean_response``,
+        ``response_quantile`` (p50, p90, p99, p99.9 of the completed
+        requests, s), ``utilization`` and ``mean_number`` (over
+        ``[0, horizon]``).
+        """
+        config = {name: getattr(self, name) for name in ("discipline", "servers", "processes", "machines",
+                                                          "timeout", "horizon", "end", "stopped", "slices",
+                                                          "slice_delay", "admission")}
+        config["origin"] = None if self.origin is None else self.origin.isoformat()
+        return jsonable({**config, **self._summary()})
+
+    def __str__(self) -> str:
+        s = self._summary()
+        words = {"ok": "ok", "timed_out": "timed out", "dropped": "dropped", "in_flight": "still in flight"}
+        outcomes = ", ".join(f"{n:,} {words[k]}" for k, n in s["outcomes"].items() if n) or "none"
+        retries = f" (of which {s['n_retries']:,} retries)" if s["n_retries"] else ""
+        if math.isnan(s["mean_response"]):
+            response = "No request completed"
+        else:
+            response = (f"Mean response {format_time(s['mean_response'])}, "
+                        f"p99 {format_time(s['response_quantile'][0.99])}")
+        ended = f"; progress stopped it at {self.end:.6g} s" if self.stopped else ""
+        return (f"Simulated {s['n_requests']:,} requests{retries} over a horizon of {self.horizon:.6g} s "
+                f"({self._setup()}{ended}).  Outcomes: {outcomes}.  {response}; the cores were "
+                f"{100 * s['utilization']:.1f} % busy over the horizon.")
+
+    def _setup(self) -> str:
+        """The configuration in words."""
+        names = {"fcfs": "FCFS", "ps": "processor sharing", "rr": "event-loop round robin"}
+        text = names[self.discipline]
+        if self.discipline == "rr":
+            text += f" over {self.slices} slices, {self.admission} admission"
+        text += (f", {self.servers} core{'s' * (self.servers != 1)} per process, "
+                 f"{self.processes} process{'es' * (self.processes != 1)} "
+                 f"on {self.machines} machine{'s' * (self.machines != 1)}")
+        timeout = "no client timeout" if self.timeout is None else \
+            f"client timeout {format_time(self.timeout)}"
+        return f"{text}, {timeout}"
+
+
+#: The response-time quantiles of :meth:`SimulationResult.to_dict` and ``str``.
+_SUMMARY_QUANTILES = (0.5, 0.9, 0.99, 0.999)
