@@ -128,9 +128,9 @@ def _ps(arrivals: np.ndarray, sizes: np.ndarray, servers: int) -> _Trace:
     rounding error does not grow with the length of the run.
 
     The heap holds bare floats (a dict maps each finish virtual time to its
-    job): comparing floats is about 3x cheaper than comparing
-    ``(time, id)`` tuples, which matters in overload, when the crowd (and
-    the heap) grows without bound.  Jobs with equal finish virtual times
+    job): comparing floats is cheaper than comparing ``(time, id)``
+    tuples, which matters in overload, when the crowd (and the heap) grows
+    without bound (``benchmarks/bench_sim.py`` measures the engines).  Jobs with equal finish virtual times
     leave at the same instant, so which of them the dict hands out first
     does not change any completion time.
     """

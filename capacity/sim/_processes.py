@@ -110,8 +110,8 @@ class _PSProcess:
     behaviours; they differ only in what the heap holds:
 
     * the server ignores timeouts (``abandon`` False): its crowd grows
-      without bound in overload, so the heap holds bare floats, about 3x
-      cheaper to sift than ``(time, id)`` tuples, and ``owner`` maps a finish
+      without bound in overload, so the heap holds bare floats, cheaper to
+      sift than ``(time, id)`` tuples, and ``owner`` maps a finish
       virtual time to its request (``twins`` holds further requests with the
       same one: they leave at the same instant, so which of them is handed
       out first changes nothing);

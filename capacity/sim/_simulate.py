@@ -130,8 +130,9 @@ def simulate(arrivals: Any, service: Service | float, discipline: str = "fcfs", 
         there: requests that had not arrived yet are left out, requests still
         in the servers get outcome ``"in_flight"`` (or ``"timed_out"`` if
         their client's timeout had already expired), and ``.stopped`` is
-        True.  Giving ``progress`` selects the global event engine (about
-        4x slower than the vectorised one-queue engines, same results).
+        True.  Giving ``progress`` selects the global event engine (slower
+        than the vectorised one-queue engines, same results; see
+        ``benchmarks/bench_sim.py`` for the figures).
     queue_delay_bound : float, optional
         Keyword only.  The head-of-line wait (s) above which an adaptive-LIFO
         queue serves newest first; defaults to ``0.1 * timeout``.
