@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from .._checks import check_count, check_nonnegative, check_quantile
+from .._checks import check_choice, check_count, check_nonnegative, check_quantile
 from .._deprecation import deprecated_property
 from .._result import Result, jsonable
 from ..units import format_time
@@ -214,15 +214,13 @@ class SimulationResult(Result):
 
     def _values(self, metric: str, warmup: float) -> np.ndarray:
         warmup = float(check_nonnegative(warmup, "warmup"))
-        if metric == "response":
+        if check_choice(metric, "metric", ("response", "wait")) == "response":
             col = self.requests["response"].to_numpy()
-        elif metric == "wait":
+        else:
             if self.discipline != "fcfs":
                 raise ValueError(f"metric 'wait' needs a FCFS run (a start of service), "
                                  f"this run is {self.discipline!r}")
             col = (self.requests["start"] - self.requests["arrival"]).to_numpy()
-        else:
-            raise ValueError(f"metric must be 'response' or 'wait', got {metric!r}")
         keep = (self.requests["arrival"].to_numpy() >= warmup) & ~np.isnan(col)
         return col[keep]
 
