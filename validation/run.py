@@ -331,7 +331,7 @@ def _loop_stats(rate: np.ndarray, service_s: float, slices: int, admission: str,
             continue
         duration = LOOP_REQUESTS / lam
         run = simulate(float(lam), svc, discipline="rr", slices=slices, slice_delay=delay_s,
-                       admission=admission, duration=duration, seed=seed)
+                       admission=admission, horizon=duration, seed=seed)
         resp = run.requests["response"].to_numpy()
         resp = resp[run.requests["arrival"].to_numpy() >= 0.01 * duration]
         out["mean"][i] = resp.mean()
@@ -526,7 +526,7 @@ def run_interval(model: str, rate: float, service_s: float, base_ms: float, slic
     for i in range(PI_RUNS):
         parts = []
         for j in range(runs):
-            req = simulate(float(rate), svc, duration=duration_s, seed=seed + 1000 * i + j, **kw).requests
+            req = simulate(float(rate), svc, horizon=duration_s, seed=seed + 1000 * i + j, **kw).requests
             parts.append(req["response"].to_numpy()[req["arrival"].to_numpy() >= warmup_s])
         resp = 1e3 * np.concatenate(parts) + base_ms
         if resp.size < 20:
