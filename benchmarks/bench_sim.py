@@ -50,7 +50,7 @@ def engines() -> None:
         engine = _ENGINES[discipline]
         t_engine = best_of(lambda: engine(arrivals, sizes, servers))
         t_full = best_of(lambda: simulate(rate, 1.0, discipline=discipline, servers=servers,
-                                          duration=n / rate, seed=1))
+                                          horizon=n / rate, seed=1))
         print(f"{discipline:<10} {servers:>7} {n:>10,} {n / t_engine:>14,.0f} {n / t_full:>17,.0f}")
 
 
@@ -77,12 +77,12 @@ def overload(n: int = 200_000) -> None:
             holder = {}
 
             def call():
-                holder["run"] = simulate(rate, 1.0, timeout=10.0, duration=duration, seed=3, **kw)
+                holder["run"] = simulate(rate, 1.0, timeout=10.0, horizon=duration, seed=3, **kw)
 
             t = best_of(call, repeat=2)
             rows = len(holder["run"].requests)
             print(f"{label:<32} {load:>5} {rows:>9,} {rows / t:>10,.0f}")
-    run = simulate(1.5, 1.0, discipline="ps", timeout=10.0, duration=n / 1.5, seed=3)
+    run = simulate(1.5, 1.0, discipline="ps", timeout=10.0, horizon=n / 1.5, seed=3)
     t0 = time.perf_counter()
     run.per_second
     print(f"\nper_second table for {len(run.requests):,} requests / {len(run.per_second):,} s: "
@@ -115,7 +115,7 @@ def round_robin(n: int = 200_000) -> None:
         holder = {}
 
         def call():
-            holder["run"] = simulate(rate, 1.0, discipline="rr", duration=m / rate, seed=3, **kw)
+            holder["run"] = simulate(rate, 1.0, discipline="rr", horizon=m / rate, seed=3, **kw)
 
         t = best_of(call, repeat=2)
         rows = len(holder["run"].requests)

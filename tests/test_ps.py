@@ -140,7 +140,7 @@ def test_mmc_sf_matches_ctmc():
 def test_mm1_quantiles_against_simulation():
     """Seeded exact PS simulation, 2e6 requests; 99 % batch-means CI (30 batches,
     SimulationResult.confidence_interval) must contain the value or be within 1 %."""
-    res = simulate(0.5, 1.0, discipline="ps", duration=4e6, seed=12345)
+    res = simulate(0.5, 1.0, discipline="ps", horizon=4e6, seed=12345)
     for q in (0.5, 0.99):
         exact = ps.response_quantile(q, 0.5, 1.0)
         ci = res.confidence_interval(q, level=0.99, warmup=100.0)
@@ -151,7 +151,7 @@ def test_mm1_quantiles_against_simulation():
 def test_conditional_mean_and_atom_against_simulation():
     """Deterministic sizes x = 1 at rho = 0.5: E[T(x)] = x/(1-rho) = 2 and the atom
     P(T = x) = (1-rho) exp(-lam x) (job never shares the CPU) = 0.5 e^-0.5."""
-    res = simulate(0.5, Service.deterministic(1.0), discipline="ps", duration=4e5, seed=7)
+    res = simulate(0.5, Service.deterministic(1.0), discipline="ps", horizon=4e5, seed=7)
     r = res.requests
     ci = res.confidence_interval("mean", level=0.99)
     assert ps.conditional_mean_response(1.0, 0.5, Service.deterministic(1.0)) == 2.0
@@ -167,7 +167,7 @@ def test_conditional_mean_many_servers_against_simulation():
     """c = 2, H2 service (scv 4): Cohen's insensitivity -> the exponential-chain value.
     Simulated mean response of requests with size in [0.9, 1.1], 4e5 s run."""
     svc = Service.hyperexponential(1.0, 4.0)
-    res = simulate(1.2, svc, discipline="ps", servers=2, duration=4e5, seed=3)
+    res = simulate(1.2, svc, discipline="ps", servers=2, horizon=4e5, seed=3)
     r = res.requests
     sel = (r["service"] > 0.9) & (r["service"] < 1.1) & (r["arrival"] > 100)
     ratio = (r["response"][sel] / r["service"][sel]).to_numpy()
@@ -318,7 +318,7 @@ def test_lognormal_quantiles_against_simulation():
     -23 % at p99 here).  Seeded exact PS simulation, 8e5 s (4e5 requests); the model must
     lie within the 99 % batch-means CI widened by 2 % of the estimate (fit error)."""
     svc = Service.lognormal(1.0, 4.0)
-    res = simulate(0.5, svc, discipline="ps", duration=8e5, seed=99)
+    res = simulate(0.5, svc, discipline="ps", horizon=8e5, seed=99)
     qs = [0.5, 0.9, 0.99]
     model = ps.response_quantile(qs, 0.5, svc)
     for q, m in zip(qs, model):
@@ -331,7 +331,7 @@ def test_deterministic_quantiles_against_simulation():
     Erlang-24 representation).  Seeded simulation, 4e5 s; 99 % CI widened by 1 %.  Also the
     atom: P(T <= x) = (1 - rho) exp(-lam x) = 0.3033 (hand-worked), so the p20 is x."""
     svc = Service.deterministic(1.0)
-    res = simulate(0.5, svc, discipline="ps", duration=4e5, seed=5)
+    res = simulate(0.5, svc, discipline="ps", horizon=4e5, seed=5)
     model = ps.response_quantile([0.5, 0.9, 0.99], 0.5, svc)
     for q, m in zip([0.5, 0.9, 0.99], model):
         ci = res.confidence_interval(q, level=0.99, warmup=100.0)

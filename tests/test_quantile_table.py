@@ -108,7 +108,7 @@ def test_ps_table_against_simulation(rho, scv, tol):
     from capacity.sim import simulate
 
     svc = Service.lognormal(1.0, scv)
-    res = simulate(rho, svc, discipline="ps", duration=1.2e6, seed=11)
+    res = simulate(rho, svc, discipline="ps", horizon=1.2e6, seed=11)
     qs = [0.5, 0.9, 0.99]
     model = ps.response_quantile(qs, rho, svc)
     for q, m in zip(qs, model):
