@@ -1,20 +1,28 @@
-"""Small helpers for the notebooks in ``notebooks/``: style, live figures, timing, saving.
+"""Small helpers for the notebooks in ``notebooks/``: style, controls, live figures, saving.
 
 Nothing here models anything; the notebooks call the model functions of the
 package and use these helpers only to show the answers:
 
 * :func:`use_style` -- one matplotlib look for every notebook (labelled axes,
   grid, a colour per discipline), deterministic SVG/PNG output;
+* :func:`prepare_controls` and :func:`control_values` -- lay out a panel's
+  sliders (CSS class ``capacity-slider-<name>`` for the browser test and the
+  benchmark), refuse a default the browser cannot show exactly, and read the
+  values back as the decimals the slider shows;
 * :class:`LivePlot` -- a matplotlib figure shown in an ``ipywidgets.Image``
   and redrawn in place, so a slider callback costs one PNG render and one
   widget message (no flicker, no growing output area);
 * :func:`readout` -- an ``ipywidgets.HTML`` that shows named numbers, each in
   a ``<span data-key=...>`` so a browser test can read them back;
-* :func:`timed` and :func:`time_slider_moves` -- measure what a slider move
-  costs (recompute + redraw) inside the kernel;
 * :func:`strip_notebook` -- drop saved widget state, widget views and
   volatile metadata before a notebook is committed (used by
   ``tools/notebook.py``).
+
+What a slider move costs is measured outside the notebooks, by
+``benchmarks/bench_notebooks.py`` (figures in ``notebooks/README.md``): a
+notebook that moves its own widgets after showing them races the browser,
+which answers every value the kernel sets with the value its slider snapped
+to, and the browser's answer can arrive after the kernel has moved on.
 
 Examples
 --------
@@ -25,21 +33,21 @@ False
 """
 from __future__ import annotations
 
-import functools
 import html
 import io
-import statistics
-import time
-from typing import Any, Callable, Iterable, Mapping
+import math
+from collections.abc import Mapping
+from typing import Any
 
 __all__ = [
     "COLORS",
     "LivePlot",
+    "control_values",
+    "prepare_controls",
     "readout",
     "set_readout",
+    "snap_to_step",
     "strip_notebook",
-    "time_slider_moves",
-    "timed",
     "use_style",
 ]
 
@@ -87,6 +95,132 @@ def use_style() -> None:
     import matplotlib
 
     matplotlib.rcParams.update(_RC)
+
+
+# -------------------------------------------------------------------- controls
+def _step_decimals(step: float) -> int:
+    """Decimals of a slider step as written (0.5 -> 1, 0.125 -> 3, 10 -> 0)."""
+    for decimals in range(13):
+        if abs(round(step, decimals) - step) <= 1e-12 * max(1.0, abs(step)):
+            return decimals
+    return 12
+
+
+def _float_step(widget: Any) -> float | None:
+    """The step of a float slider, or None for every other widget."""
+    import ipywidgets
+
+    if isinstance(widget, (ipywidgets.FloatSlider, ipywidgets.BoundedFloatText)) and widget.step:
+        return float(widget.step)
+    return None
+
+
+def prepare_controls(controls: Mapping[str, Any], description_width: str = "150px",
+                     width: str | None = "480px", button_width: str | None = None) -> Mapping[str, Any]:
+    """Lay out a panel's controls and check that the browser can show their defaults exactly.
+
+    Each control gets the CSS class ``capacity-slider-<name>`` (the browser test and
+    ``benchmarks/bench_notebooks.py`` find it by that), the description width and,
+    for sliders and text boxes, the width; toggle buttons get ``button_width``.
+
+    A float slider in the browser (noUiSlider) snaps its value to the step grid
+    ``min + k * step`` when it is shown and sends the snapped value back to the
+    kernel: a default off that grid (37.82 on a 0.1 grid) silently becomes
+    another setting (37.8) the moment the panel appears, and the panel then shows
+    numbers the notebook's text does not.  So every default must lie on the grid.
+
+    Parameters
+    ----------
+    controls : mapping
+        ``name -> widget``, in display order.
+    description_width, width, button_width : str, optional
+        CSS widths.
+
+    Returns
+    -------
+    mapping
+        ``controls`` itself.
+
+    Raises
+    ------
+    ValueError
+        When a slider's default is not ``min + k * step`` for an integer ``k``.
+
+    Examples
+    --------
+    >>> import ipywidgets
+    >>> c = prepare_controls({"cpu_ms": ipywidgets.FloatSlider(value=10.0, min=1.0, max=50.0, step=0.5)})
+    >>> c["cpu_ms"]._dom_classes
+    ('capacity-slider-cpu_ms',)
+    >>> prepare_controls({"pause_ms": ipywidgets.FloatSlider(value=37.82, min=1.0, max=200.0, step=0.1)})
+    Traceback (most recent call last):
+    ...
+    ValueError: control 'pause_ms': default 37.82 is not min + k * step (min 1.0, step 0.1): the browser would snap it to 37.8
+    """
+    import ipywidgets
+
+    for name, widget in controls.items():
+        step = _float_step(widget)
+        if step is None and isinstance(widget, ipywidgets.IntSlider):
+            step = float(widget.step)
+        if step is not None:
+            k = (widget.value - widget.min) / step
+            if abs(k - round(k)) > 1e-6:
+                snapped = round(widget.min + round(k) * step, _step_decimals(step))
+                raise ValueError(f"control {name!r}: default {widget.value!r} is not min + k * step (min "
+                                 f"{widget.min!r}, step {step!r}): the browser would snap it to {snapped!r}")
+        widget.add_class(f"capacity-slider-{name}")
+        widget.style.description_width = description_width
+        if isinstance(widget, ipywidgets.ToggleButtons):
+            if button_width is not None:
+                widget.style.button_width = button_width
+        elif width is not None:
+            widget.layout.width = width
+    return controls
+
+
+def control_values(controls: Mapping[str, Any]) -> dict[str, Any]:
+    """The controls' values, each float slider's rounded to the decimals of its step.
+
+    The browser answers a float slider's value with ``min + k * step`` computed in
+    its own floating point (10.0 comes back as 9.999999999999998 on a 0.5 grid
+    from 1): rounding to the step's decimals gives the model the number the
+    slider shows, so a panel computes the same numbers in JupyterLab, in Voilà
+    and in a kernel without a browser.
+
+    Examples
+    --------
+    >>> import ipywidgets
+    >>> s = ipywidgets.FloatSlider(value=9.999999999999998, min=1.0, max=50.0, step=0.5)
+    >>> control_values({"cpu_ms": s, "mode": ipywidgets.ToggleButtons(options=["ps", "fcfs"])})
+    {'cpu_ms': 10.0, 'mode': 'ps'}
+    """
+    out = {}
+    for name, widget in controls.items():
+        step = _float_step(widget)
+        value = widget.value
+        out[name] = round(value, _step_decimals(step)) + 0.0 if step is not None and math.isfinite(value) else value
+    return out
+
+
+
+def snap_to_step(value: float, widget: Any) -> float:
+    """The value a slider shows for ``value``: the nearest ``min + k * step``, to the step's decimals.
+
+    Use it where a default or a preset comes from data (a pause of 11.8 s / 312 =
+    37.82 ms on a 0.1 ms slider): the panel then starts from the value the
+    browser will show, and :func:`prepare_controls` accepts it.
+
+    Examples
+    --------
+    >>> import ipywidgets
+    >>> snap_to_step(37.820512, ipywidgets.FloatSlider(min=1.0, max=200.0, step=0.1))
+    37.8
+    """
+    step = float(widget.step)
+    k = round((value - widget.min) / step)
+    k = min(max(k, 0), math.floor((widget.max - widget.min) / step + 1e-9))
+    return round(widget.min + k * step, _step_decimals(step)) + 0.0
 
 
 class LivePlot:
@@ -216,77 +350,6 @@ def readout(items: Mapping[str, tuple[str, float, str]] | None = None):
 def set_readout(widget: Any, items: Mapping[str, tuple[str, float, str]]) -> None:
     """Replace the numbers shown by a :func:`readout` widget."""
     widget.value = _format_items(items)
-
-
-def timed(func: Callable[..., Any]) -> Callable[..., Any]:
-    """Decorator: record the wall time of every call, in seconds, in ``func.timings``.
-
-    Examples
-    --------
-    >>> @timed
-    ... def f(x):
-    ...     return x + 1
-    >>> f(1), len(f.timings)
-    (2, 1)
-    """
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        t0 = time.perf_counter()
-        try:
-            return func(*args, **kwargs)
-        finally:
-            wrapper.timings.append(time.perf_counter() - t0)
-
-    wrapper.timings = []  # type: ignore[attr-defined]
-    return wrapper
-
-
-def time_slider_moves(moves: Iterable[tuple[Any, Any]], repeat: int = 1) -> dict[str, float]:
-    """Move widgets programmatically and time each move (recompute + redraw).
-
-    Setting ``widget.value`` runs every ``observe`` callback synchronously in
-    the kernel, so the measured time is exactly what a user's slider move
-    costs on the kernel side (the browser then decodes one PNG).  Each
-    widget is put back to its original value afterwards (untimed).
-
-    Parameters
-    ----------
-    moves : iterable of (widget, value)
-        The moves to make, in order.
-    repeat : int
-        How many times to run the whole sequence.
-
-    Returns
-    -------
-    dict
-        ``moves``, ``median_ms``, ``max_ms``.
-
-    Examples
-    --------
-    >>> import ipywidgets
-    >>> s = ipywidgets.IntSlider(value=1, min=0, max=10)
-    >>> s.observe(lambda change: time.sleep(0.001), names="value")
-    >>> t = time_slider_moves([(s, 2), (s, 3)])
-    >>> t["moves"], t["max_ms"] >= 1.0, s.value
-    (2, True, 1)
-    """
-    moves = list(moves)
-    originals = {}
-    for widget, _ in moves:
-        originals.setdefault(id(widget), (widget, widget.value))
-    times = []
-    for _ in range(repeat):
-        for widget, value in moves:
-            t0 = time.perf_counter()
-            widget.value = value
-            times.append(time.perf_counter() - t0)
-        for widget, value in originals.values():  # so the next round moves again
-            widget.value = value
-    return {
-        "moves": len(times),
-        "median_ms": 1e3 * statistics.median(times) if times else float("nan"),
-        "max_ms": 1e3 * max(times) if times else float("nan"),
-    }
 
 
 # ---------------------------------------------------------------------- saving
