@@ -12,7 +12,10 @@ Usage (from the repository root)::
 top to bottom in a fresh kernel of *this* Python (the stored outputs nbval
 compares against come from a clean run), then strips the saved widget state,
 widget-view outputs and volatile metadata (:func:`capacity.notebook.strip_notebook`),
-and writes the file with stable formatting.  Equivalent by hand:
+and writes the file with stable formatting.  A cell that calls a name this
+release deprecates fails the run, as it fails ``tests/test_notebooks.py``
+(a ``DeprecationWarning`` raised from a cell is an error in the kernel).
+Equivalent by hand:
 ``jupyter nbconvert --to notebook --execute --inplace NB.ipynb`` followed by
 ``strip``.
 """
@@ -41,6 +44,9 @@ def _use_this_python() -> None:
     # so the notebooks run against the package installed here.
     bindir = os.path.dirname(sys.executable)
     os.environ["PATH"] = bindir + os.pathsep + os.environ.get("PATH", "")
+    # A deprecated name called from a cell (module __main__ in the kernel) raises instead of warning.
+    os.environ["PYTHONWARNINGS"] = ",".join(filter(None, [os.environ.get("PYTHONWARNINGS"),
+                                                          "error::DeprecationWarning:__main__"]))
 
 
 def _write(nb: nbformat.NotebookNode, path: Path) -> None:
