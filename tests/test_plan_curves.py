@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from capacity import Service, fcfs, overload, plan, ps, rr
-from capacity.plan._core import _burst_seconds
+from capacity.plan.timeouts import _burst_seconds
 from capacity.plan.curves import _unit_table
 
 # A short PS grid: one-core PS quantiles cost ~50 ms a point on a busy machine.

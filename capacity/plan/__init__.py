@@ -32,7 +32,7 @@ integer search.  Closed forms are used where they exist (M/M/1 FCFS).
 Each planner returns a small result object with the number, the constraint
 that binds, and a one-paragraph plain-text ``explanation``.
 
-The package is split by idea: :mod:`capacity.plan._core` (the solver and the
+The package is split by idea: :mod:`capacity.plan.timeouts` (the solver and the
 single-queue planners), :mod:`capacity.plan.scaling` (dispatch models and
 :func:`compare_scaling`), :mod:`capacity.plan.limits` (:func:`rate_limits`),
 :mod:`capacity.plan.curves` (cached latency curves and the fast ``method="curve"`` path)
@@ -41,7 +41,7 @@ importable from ``capacity.plan``.
 """
 from __future__ import annotations
 
-from ._core import (
+from .timeouts import (
                     CORE_P999_MULTIPLIER,
                     NONCORE_P999_MULTIPLIER,
                     Ceiling,

@@ -52,7 +52,7 @@ from scipy.interpolate import PchipInterpolator
 
 from .._checks import check_admission, check_discipline, check_nonnegative, check_quantile, check_servers
 from ..distributions import Service, as_service
-from ._core import _rr_additive_delay
+from .timeouts import _rr_additive_delay
 
 __all__ = ["DEFAULT_UTILIZATION", "LatencyCurve", "ceiling_from_curve", "latency_curve"]
 

@@ -10,7 +10,7 @@ import pandas as pd
 
 from .._checks import check_discipline, check_nonnegative, check_positive, check_servers
 from ..distributions import Service, as_service
-from ._core import _DISCIPLINE_TEXT, _fmt_q, _fmt_rate, _fmt_time, _parse_slo, qps_ceiling
+from .timeouts import _DISCIPLINE_TEXT, _fmt_q, _fmt_rate, _fmt_time, _parse_slo, qps_ceiling
 
 __all__ = ["GCWhatIf", "gc_whatif"]
 

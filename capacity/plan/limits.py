@@ -9,7 +9,7 @@ import pandas as pd
 
 from .._checks import check_positive, check_quantile, check_servers
 from ..distributions import Service, as_service
-from ._core import _DISCIPLINE_TEXT, _describe_service, _fmt_rate, _fmt_time, timeout_safe_rate
+from .timeouts import _DISCIPLINE_TEXT, _describe_service, _fmt_rate, _fmt_time, timeout_safe_rate
 
 __all__ = ["RateLimits", "rate_limits"]
 

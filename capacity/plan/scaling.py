@@ -110,7 +110,7 @@ from .._checks import (
 )
 from .._common import solve_increasing
 from ..distributions import Service, as_service
-from ._core import _fmt_q, _fmt_rate, _fmt_time, _max_rates, _parse_slo, servers_needed
+from .timeouts import _fmt_q, _fmt_rate, _fmt_time, _max_rates, _parse_slo, servers_needed
 
 __all__ = ["DISPATCHES", "ScalingComparison", "ScalingOption", "compare_scaling", "dispatch_response"]
 
