@@ -235,3 +235,15 @@ def test_readme_documents_every_file_and_column():
             assert f"`{path.name}`" in readme, path.name
     for column in LOG_COLUMNS + GC_COLUMNS:
         assert f"`{column}`" in readme, column
+
+
+def test_node_yields_are_the_validation_harness_measurements():
+    """The yield gaps notebook 02 uses are the ones validation/README.md reports, to the digit."""
+    readme = _squash((ROOT / "validation" / "README.md").read_text(encoding="utf-8"))
+    yields = {y["name"]: y for y in _toml("node_yields.toml")["yield"]}
+    assert set(yields) == {"setImmediate", "setTimeout(0)"}
+    assert yields["setImmediate"]["admission"] == "fifo" and yields["setTimeout(0)"]["admission"] == "idle"
+    for name, y in yields.items():
+        ms = f"{1e3 * y['slice_delay_s']:g} ms per `{name}`"
+        assert ms in readme, ms
+        assert y["kind"] == "measured" and "validation/" in y["where"]
