@@ -247,3 +247,20 @@ def test_node_yields_are_the_validation_harness_measurements():
         ms = f"{1e3 * y['slice_delay_s']:g} ms per `{name}`"
         assert ms in readme, ms
         assert y["kind"] == "measured" and "validation/" in y["where"]
+
+
+def test_gc_whatif_inputs_are_the_stated_reading_of_the_table(gc):
+    """gc_semispace_inputs.csv is derived, not transcribed: recompute it from gc_semispace.csv by the
+    reading its rows state (pause = GC time / count, else the scavenge time; rate = count / 180 s,
+    256 MB's count half of 128 MB's)."""
+    inputs = pd.read_csv(DATA / "gc_semispace_inputs.csv").set_index("semi_space_mb")
+    table = gc.set_index("semi_space_mb")
+    assert list(inputs.index) == list(table.index)
+    assert (inputs["kind"] == "inferred").all()
+    for mb, row in table.iterrows():
+        pause = row["gc_time_3min_s"] / row["gc_count_3min"] if pd.notna(row["gc_time_3min_s"]) \
+            else row["scavenge_time_high_s"]
+        count = row["gc_count_3min"] if pd.notna(row["gc_count_3min"]) else table.loc[128, "gc_count_3min"] / 2
+        assert inputs.loc[mb, "gc_cpu_share"] == row["gc_cpu_share"]
+        assert inputs.loc[mb, "pause_mean_s"] == pytest.approx(pause, rel=1e-15)
+        assert inputs.loc[mb, "pause_rate_per_s"] == pytest.approx(count / 180.0, rel=1e-15)
