@@ -30,11 +30,11 @@ and the grid goes through in chunks that stay in cache.  With
   the incomplete gamma function for ``c >= 40`` (``_temme_tables``) and from
   the Erlang B recursion for 1/B, run over all such points at once, below.
 
-A million points with up to 1000 servers take ~28 ms on one 2.6 GHz core,
-~900x the per-point recursion that calculators use; grids of more than
-2**18 points are split between threads, one per usable core
-(``CAPACITY_NUM_THREADS`` sets the number), bit for bit the same values:
-~21 ms on two cores, 1160-1370x (``benchmarks/bench_erlang.py`` times both).
+Grids of more than 2**18 points are split between threads, one per usable
+core (``CAPACITY_NUM_THREADS`` sets the number), bit for bit the same values.
+Speed: ``benchmarks/bench_erlang.py`` times a million points with up to 1000
+servers on one core and on every core, against the per-point recursion that
+calculators use.
 
 General path, ``c > 2**16`` and, for B, ``a >= c``, in log space:
 ``P(N = c)`` with Loader's saddle-point expansion (no cancellation between
@@ -775,10 +775,10 @@ def erlang_c(servers: ArrayLike, offered_load: ArrayLike) -> float | np.ndarray:
     error <= 1e-9 against a 50-digit mpmath reference for ``c`` up to 10**5
     and utilisation up to 0.999 (measured: < 1e-11; < 4e-13 for
     ``c <= 2**16``, < 2.5e-13 on the benchmark grid of up to 1000 servers).
-    A million points with up to 1000 servers take ~28 ms on one core;
-    grids of more than 2**18 points are split between threads (one per
+    Grids of more than 2**18 points are split between threads (one per
     usable core, or ``CAPACITY_NUM_THREADS``), with bit-for-bit the same
-    values: ~21 ms on two cores (``benchmarks/bench_erlang.py``).
+    values; ``benchmarks/bench_erlang.py`` measures the speed on one core
+    and on every core.
 
     References
     ----------

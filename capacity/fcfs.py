@@ -18,10 +18,9 @@ come from numerical Laplace inversion (Euler algorithm) of the exact
 transforms, so tails and quantiles are exact up to the inversion accuracy
 stated in each function.
 
-Speed (``benchmarks/bench_fcfs.py``, one shared core): four response
-quantiles at one point take 1-4 ms for every service family, and a
-200-point utilisation sweep of them 5-50 ms (lognormal included).  The
-quantile solver takes safeguarded Newton steps with the density inverted
+Speed: ``benchmarks/bench_fcfs.py`` times four response quantiles at one
+point and a 200-point utilisation sweep of them for every service family.
+The quantile solver takes safeguarded Newton steps with the density inverted
 from the same transform values as the tail, so most points need 3-5
 inversions; transforms known only by quadrature (lognormal, scipy) are
 tabulated along the Euler rays once per call when many points share them.
@@ -116,7 +115,7 @@ _CTORS: dict[str, Callable[..., Service]] = {
 
 def _service_ppf(service: Service, q: np.ndarray) -> np.ndarray:
     """Service quantiles; the lognormal in closed form (scipy's frozen-object
-    machinery costs milliseconds per call)."""
+    machinery is slow per call)."""
     if service.family == "lognormal":
         sigma2 = np.log1p(service._params["scv"])
         return np.exp(np.log(service._params["mean"]) - 0.5 * sigma2 + np.sqrt(sigma2) * special.ndtri(q))

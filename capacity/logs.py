@@ -740,9 +740,8 @@ def read_nginx(
     variables and the ``$upstream_*`` lists are recognised by name and need no quotes.
 
     Parsing is chunk-wise: one multiline regular expression over the chunk's text, then vectorised column
-    conversion.  Measured (``benchmarks/bench_logs.py``, 500,000 combined + timing lines, one core of a
-    busy 2-core machine): 231,000 lines/s CPU for all columns, 252,000 with the five columns a fit needs,
-    1.8x the plain per-line loop.
+    conversion.  ``benchmarks/bench_logs.py`` measures the lines per second (all columns, and the five
+    columns a fit needs) against the plain per-line loop.
 
     Examples
     --------

@@ -18,7 +18,8 @@ E[S] = 1 s exponential, the p99.9 is 22.2 s under PS and 13.8 s under FCFS).
   service keeps the exact size for the tagged request), an approximation
   whose error is measured in :func:`response_quantile`.  For lognormal
   service that computation is precomputed on a grid and shipped
-  (:mod:`capacity._quantile_table`), so it costs a millisecond.
+  (:mod:`capacity._quantile_table`) and read from that table
+  (``benchmarks/bench_ps.py`` times it against the direct computation).
 * ``c`` cores (and one core) with exponential service: exact, by a tagged-request Markov chain;
   other service distributions raise ``NotImplementedError`` for the
   distribution (the means stay exact).
@@ -1057,7 +1058,7 @@ def response_quantile(q: ArrayLike, arrival_rate: ArrayLike, service: Service | 
     to 0.999 x scv values from 0.39 to 25 (evenly spaced in log scv, 11
     nodes) x 40 levels from q = 0.001 to 1 - 1e-6, read by a cubic spline;
     :func:`response_sf` solves the same spline for the level), because the
-    direct computation costs ~0.5-1.7 s for four quantiles at one point.
+    direct computation is slow for these laws (``benchmarks/bench_ps.py``).
     Points off the table (rho > 0.999, scv outside, q beyond the levels) are
     computed directly.  At the nodes the table reproduces the direct
     computation (to 0.2 %); between them it is smoother than it: the
@@ -1076,9 +1077,8 @@ def response_quantile(q: ArrayLike, arrival_rate: ArrayLike, service: Service | 
     Below scv 0.39 the hyper-Erlang fits are too uneven to interpolate
     (measured at scv 0.15, rho 0.79: -5.6 % / -9.3 % at p99 / p99.9 from a
     table, -2.3 % / -4.7 % directly), so those points are computed directly.
-    Speed (``benchmarks/bench_ps.py``): four quantiles at one point ~1 ms
-    from the table; directly 20-70 ms (exponential), 0.1-0.3 s (Erlang-2,
-    H2), 0.5-1.7 s (lognormal, gamma).
+    Speed: ``benchmarks/bench_ps.py`` times four quantiles at one point from
+    the table and directly for each service family.
 
     References
     ----------
