@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from scipy.optimize import brentq
 
 from capacity import Service, fcfs, plan, ps, rr
+from capacity.plan._solve import _max_rates
 
 
 def _erlang_c_by_hand(c: int, a: float) -> float:
@@ -49,10 +50,10 @@ def test_mm1_fcfs_ceiling_closed_form(mean, q, t):
     res = plan.qps_ceiling(mean, slo={q: t}, discipline="fcfs")
     assert res.qps == pytest.approx(expected, rel=1e-12)
     assert res.capacity_qps == pytest.approx(1 / mean)
-    assert res.ratio == pytest.approx(expected * mean)
+    assert res.utilization == pytest.approx(expected * mean)
     # The general solver path (used for everything but M/M/1 FCFS) reaches the same rate.
-    rates, reason, _ = plan._max_rates(fcfs.response_sf, Service.exponential(mean), np.asarray(1),
-                                       np.array([t]), np.array([1 - q]))
+    rates, reason, _ = _max_rates(fcfs.response_sf, Service.exponential(mean), np.asarray(1),
+                                  np.array([t]), np.array([1 - q]))
     assert reason.item() == 0
     assert rates.item() == pytest.approx(expected, rel=1e-6)
 

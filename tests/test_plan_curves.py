@@ -1,4 +1,4 @@
-"""Cached latency curves, the curve-based ceiling, round robin in the planners, burst tolerance.
+"""Cached response curves, the curve-based ceiling, round robin in the planners, burst tolerance.
 
 References: the forward models themselves (``capacity.fcfs/ps/rr``) called directly, the exact
 solver ``plan.qps_ceiling(method="exact")``, the M/M/1 closed form (Kleinrock 1975, sec. 3.2:
@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from capacity import Service, fcfs, overload, plan, ps, rr
-from capacity.plan.timeouts import _burst_seconds
 from capacity.plan.curves import _unit_table
+from capacity.plan.timeouts import _burst_seconds
 
 # A short PS grid: one-core PS quantiles cost ~50 ms a point on a busy machine.
 PS_GRID = np.array([0.05, 0.3, 0.6, 0.8, 0.9, 0.95])
@@ -23,35 +23,35 @@ PS_GRID = np.array([0.05, 0.3, 0.6, 0.8, 0.9, 0.95])
 def test_fcfs_curve_equals_direct_forward_calls():
     """The rescaled table equals fcfs.response_quantile at the grid's arrival rates (same model)."""
     svc = Service.gamma(0.010, 0.5)
-    curve = plan.latency_curve(svc, 2, "fcfs", quantiles=(0.5, 0.99, 0.999), delay=0.003)
+    curve = plan.response_curve(svc, 2, "fcfs", quantiles=(0.5, 0.99, 0.999), delay=0.003)
     direct = np.asarray(fcfs.response_quantile(np.array([0.5, 0.99, 0.999])[:, None], curve.arrival_rate, svc, 2))
-    np.testing.assert_allclose(curve.latency, direct + 0.003, rtol=1e-8)
+    np.testing.assert_allclose(curve.response, direct + 0.003, rtol=1e-8)
     assert curve.capacity_qps == pytest.approx(200.0)
     np.testing.assert_allclose(curve.arrival_rate, curve.utilization * 200.0, rtol=1e-15)
-    frame = curve.frame()
+    frame = curve.to_frame()
     assert list(frame.columns) == ["utilization", "arrival_rate", "p50", "p99", "p99.9"]
 
 
 def test_mm1_curve_matches_closed_form():
     """M/M/1 FCFS: quantile_q(T) = ln(1 / (1 - q)) / (mu - lambda) (Kleinrock 1975, sec. 3.2)."""
-    curve = plan.latency_curve(0.020, 1, "fcfs", quantiles=(0.9, 0.99))
+    curve = plan.response_curve(0.020, 1, "fcfs", quantiles=(0.9, 0.99))
     lam = curve.arrival_rate
     expected = np.log(1.0 / (1.0 - np.array([0.9, 0.99])))[:, None] / (50.0 - lam)
-    np.testing.assert_allclose(curve.latency, expected, rtol=1e-8)
+    np.testing.assert_allclose(curve.response, expected, rtol=1e-8)
     np.testing.assert_allclose(curve.zero_load, np.log([10.0, 100.0]) / 50.0, rtol=1e-8)
 
 
 def test_ps_and_rr_curves_equal_direct_calls():
     svc = Service.exponential(0.010)
-    curve = plan.latency_curve(svc, 1, "ps", quantiles=(0.99,), utilization=PS_GRID)
+    curve = plan.response_curve(svc, 1, "ps", quantiles=(0.99,), utilization=PS_GRID)
     direct = np.asarray(ps.response_quantile(0.99, curve.arrival_rate, svc, 1))
-    np.testing.assert_allclose(curve.latency[0], direct, rtol=1e-7)
+    np.testing.assert_allclose(curve.response[0], direct, rtol=1e-7)
     # rr with a slice delay: the model adds (k - 1) d to the delay-free quantile.
-    curve = plan.latency_curve(svc, 1, "rr", quantiles=(0.99, 0.999), utilization=PS_GRID, slices=3,
+    curve = plan.response_curve(svc, 1, "rr", quantiles=(0.99, 0.999), utilization=PS_GRID, slices=3,
                                slice_delay=0.002, delay=0.005)
     direct = np.asarray(rr.response_quantile(np.array([0.99, 0.999])[:, None], curve.arrival_rate, svc, 1,
                                              slices=3, slice_delay=0.002))
-    np.testing.assert_allclose(curve.latency, direct + 0.005, rtol=1e-7)
+    np.testing.assert_allclose(curve.response, direct + 0.005, rtol=1e-7)
 
 
 def test_rescaling_invariance():
@@ -59,9 +59,9 @@ def test_rescaling_invariance():
     forward model itself obeys the time-scaling invariance the cache relies on."""
     for svc_small, svc_big in ((Service.hyperexponential(0.010, 4.0), Service.hyperexponential(1.0, 4.0)),
                                (Service.deterministic(0.010), Service.deterministic(1.0))):
-        small = plan.latency_curve(svc_small, 3, "fcfs")
-        big = plan.latency_curve(svc_big, 3, "fcfs")
-        np.testing.assert_allclose(small.latency, 0.01 * big.latency, rtol=1e-12)
+        small = plan.response_curve(svc_small, 3, "fcfs")
+        big = plan.response_curve(svc_big, 3, "fcfs")
+        np.testing.assert_allclose(small.response, 0.01 * big.response, rtol=1e-12)
         np.testing.assert_allclose(small.arrival_rate, 100.0 * big.arrival_rate, rtol=1e-12)
         # Independent of the cache: the model at 10 ms vs the model at 1 s.
         q = np.array([0.5, 0.99, 0.999])[:, None]
@@ -72,11 +72,11 @@ def test_rescaling_invariance():
 
 def test_cache_hit_shares_the_table():
     _unit_table.cache_clear()
-    plan.latency_curve(Service.gamma(0.004, 0.25), 1, "fcfs")
-    plan.latency_curve(Service.gamma(0.5, 0.25), 1, "fcfs", delay=0.1)
+    plan.response_curve(Service.gamma(0.004, 0.25), 1, "fcfs")
+    plan.response_curve(Service.gamma(0.5, 0.25), 1, "fcfs", delay=0.1)
     info = _unit_table.cache_info()
     assert (info.hits, info.misses) == (1, 1)
-    assert not plan.latency_curve(Service.gamma(0.5, 0.25), 1, "fcfs").unit.flags.writeable
+    assert not plan.response_curve(Service.gamma(0.5, 0.25), 1, "fcfs").unit.flags.writeable
 
 
 # The measured accuracy of the curve-based ceiling (PCHIP on the 40-point default grid): worst
@@ -98,18 +98,18 @@ def test_curve_ceiling_matches_exact_fcfs(svc, servers, slo, delay):
     assert exact.qps > 0
     assert fast.qps == pytest.approx(exact.qps, rel=CURVE_RTOL)
     assert fast.binding == exact.binding
-    curve = plan.latency_curve(svc, servers, "fcfs", quantiles=tuple(sorted(slo)), delay=delay)
-    assert plan.ceiling_from_curve(curve, slo) == pytest.approx(exact.qps, rel=CURVE_RTOL)
+    curve = plan.response_curve(svc, servers, "fcfs", quantiles=tuple(sorted(slo)), delay=delay)
+    assert plan.ceiling_from_curve(curve, slo).qps == pytest.approx(exact.qps, rel=CURVE_RTOL)
 
 
 def test_curve_ceiling_matches_exact_ps_and_infeasible():
     svc = Service.exponential(0.010)
-    curve = plan.latency_curve(svc, 1, "ps", quantiles=(0.99,))
+    curve = plan.response_curve(svc, 1, "ps", quantiles=(0.99,))
     t = np.array([0.03, 0.1, 1.0])
     exact = np.array([plan.qps_ceiling(svc, 1, {0.99: x}, discipline="ps").qps for x in t])
-    np.testing.assert_allclose(plan.ceiling_from_curve(curve, {0.99: t}), exact, rtol=CURVE_RTOL)
+    np.testing.assert_allclose(plan.ceiling_from_curve(curve, {0.99: t}).qps, exact, rtol=CURVE_RTOL)
     # Below the bare service time's p99 (ln(100) * 10 ms = 46 ms) at zero load: no load meets it.
-    assert plan.ceiling_from_curve(curve, {0.99: 0.04}) == 0.0
+    assert plan.ceiling_from_curve(curve, {0.99: 0.04}).qps == 0.0
     res = plan.qps_ceiling(svc, 1, {0.99: 0.04}, discipline="ps", method="curve")
     assert res.qps == 0.0 and not res.feasible
     # The delay alone uses up the threshold.
@@ -132,9 +132,9 @@ def test_rr_one_slice_is_fcfs_exactly():
     a = plan.qps_ceiling(svc, 2, slo, discipline="rr", slices=1)
     b = plan.qps_ceiling(svc, 2, slo, discipline="fcfs")
     assert a.qps == b.qps and a.rates == b.rates
-    ca = plan.latency_curve(svc, 2, "rr", slices=1)
-    cb = plan.latency_curve(svc, 2, "fcfs")
-    np.testing.assert_array_equal(ca.latency, cb.latency)
+    ca = plan.response_curve(svc, 2, "rr", slices=1)
+    cb = plan.response_curve(svc, 2, "fcfs")
+    np.testing.assert_array_equal(ca.response, cb.response)
 
 
 def test_rr_ceiling_solves_the_rr_quantile_and_sits_below_fcfs():
@@ -170,25 +170,25 @@ def test_rr_idle_curve_equals_direct_calls(idle_constants):
     q = np.array(qs)
     kw = dict(slices=3, slice_delay=0.002, admission="idle")
     svc = Service.exponential(0.004)
-    fifo_before = plan.latency_curve(svc, 1, "rr", quantiles=qs, utilization=PS_GRID, slices=3).latency.copy()
+    fifo_before = plan.response_curve(svc, 1, "rr", quantiles=qs, utilization=PS_GRID, slices=3).response.copy()
     for mean in (0.004, 0.020):
         svc = Service.exponential(mean)
-        curve = plan.latency_curve(svc, 1, "rr", quantiles=qs, utilization=PS_GRID, delay=0.005, **kw)
+        curve = plan.response_curve(svc, 1, "rr", quantiles=qs, utilization=PS_GRID, delay=0.005, **kw)
         direct = np.asarray(rr.response_quantile(q[:, None], curve.arrival_rate, svc, 1, **kw))
-        np.testing.assert_allclose(curve.latency, direct + 0.005, rtol=1e-7)
+        np.testing.assert_allclose(curve.response, direct + 0.005, rtol=1e-7)
         zero = np.asarray(rr.response_quantile(q, 0.0, svc, 1, **kw))
         np.testing.assert_allclose(curve.zero_load, zero + 0.005, rtol=1e-7)
         assert curve.offset == 0.005 and curve.admission == "idle" and curve.slice_delay == 0.002
         assert not curve.unit.flags.writeable
     svc = Service.exponential(0.004)
-    again = plan.latency_curve(svc, 1, "rr", quantiles=qs, utilization=PS_GRID, slices=3)
-    np.testing.assert_array_equal(again.latency, fifo_before)
+    again = plan.response_curve(svc, 1, "rr", quantiles=qs, utilization=PS_GRID, slices=3)
+    np.testing.assert_array_equal(again.response, fifo_before)
     assert again.admission == "fifo" and again.offset == 0.0
     # One slice: both rules are FCFS.
-    one = plan.latency_curve(svc, 1, "rr", quantiles=qs, utilization=PS_GRID, slices=1, slice_delay=0.002,
+    one = plan.response_curve(svc, 1, "rr", quantiles=qs, utilization=PS_GRID, slices=1, slice_delay=0.002,
                              admission="idle")
-    fcfs_curve = plan.latency_curve(svc, 1, "fcfs", quantiles=qs, utilization=PS_GRID)
-    np.testing.assert_array_equal(one.latency, fcfs_curve.latency)
+    fcfs_curve = plan.response_curve(svc, 1, "fcfs", quantiles=qs, utilization=PS_GRID)
+    np.testing.assert_array_equal(one.response, fcfs_curve.response)
 
 
 @pytest.mark.parametrize("idle_constants", ["shipped", "stand-in"], indirect=True)
@@ -199,8 +199,8 @@ def test_rr_idle_curve_ceiling_matches_exact(idle_constants):
     fast = plan.qps_ceiling(svc, 1, {0.99: 0.1}, discipline="rr", delay=0.003, method="curve", **kw)
     assert exact.qps > 0
     assert fast.qps == pytest.approx(exact.qps, rel=CURVE_RTOL)
-    curve = plan.latency_curve(svc, 1, "rr", quantiles=(0.99,), delay=0.003, **kw)
-    assert plan.ceiling_from_curve(curve, {0.99: 0.1}) == pytest.approx(exact.qps, rel=CURVE_RTOL)
+    curve = plan.response_curve(svc, 1, "rr", quantiles=(0.99,), delay=0.003, **kw)
+    assert plan.ceiling_from_curve(curve, {0.99: 0.1}).qps == pytest.approx(exact.qps, rel=CURVE_RTOL)
 
 
 def test_rr_idle_curve_uncached_service(idle_constants):
@@ -210,24 +210,25 @@ def test_rr_idle_curve_uncached_service(idle_constants):
 
     svc = Service.from_scipy(stats.expon(scale=0.01))
     kw = dict(slices=3, slice_delay=0.002, admission="idle")
-    curve = plan.latency_curve(svc, 1, "rr", quantiles=(0.99,), utilization=[0.3, 0.6], **kw)
+    curve = plan.response_curve(svc, 1, "rr", quantiles=(0.99,), utilization=[0.3, 0.6], **kw)
     direct = np.asarray(rr.response_quantile(0.99, curve.arrival_rate, svc, 1, **kw))
-    np.testing.assert_allclose(curve.latency[0], direct, rtol=1e-9)
+    np.testing.assert_allclose(curve.response[0], direct, rtol=1e-9)
     assert curve.offset == 0.0
 
 
 def test_burst_tolerance_public_equals_private_and_fluid_law():
     svc = Service.exponential(0.025)
     for disc in ("fcfs", "ps"):
-        pub = plan.burst_tolerance(svc, 1, 1.0, 60.0, disc, delay=0.1)
+        pub = plan.burst_tolerance(svc, 1, 1.0, 60.0, disc, delay=0.1).burst_seconds
         assert pub == _burst_seconds(60.0, svc, np.asarray(1), 0.9, disc)
         assert pub == plan.timeout_safe_rate(svc, 1, 1.0, discipline=disc, delay=0.1, burst_qps=60.0).burst_seconds
     # FCFS fluid law: an arrival u s into the burst waits (rho - 1) u, rho = 60 * 0.025 = 1.5.
-    assert plan.burst_tolerance(svc, 1, 1.0, 60.0, "fcfs") == pytest.approx((1.0 - 0.025) / 0.5, rel=1e-12)
+    assert plan.burst_tolerance(svc, 1, 1.0, 60.0, "fcfs").burst_seconds == pytest.approx((1.0 - 0.025) / 0.5,
+                                                                                         rel=1e-12)
     # At or below capacity (40 QPS) the fluid backlog never grows.
-    assert plan.burst_tolerance(svc, 1, 1.0, 30.0, "ps") == math.inf
+    assert plan.burst_tolerance(svc, 1, 1.0, 30.0, "ps").burst_seconds == math.inf
     # Vectorised over the burst rate.
-    out = plan.burst_tolerance(svc, 1, 1.0, np.array([60.0, 80.0]), "fcfs")
+    out = plan.burst_tolerance(svc, 1, 1.0, np.array([60.0, 80.0]), "fcfs").burst_seconds
     np.testing.assert_allclose(out, [0.975 / 0.5, 0.975 / 1.0], rtol=1e-12)
     with pytest.raises(ValueError, match="burst_qps"):
         plan.burst_tolerance(svc, 1, 1.0, -5.0)
@@ -251,23 +252,23 @@ def test_retry_curve_excess_column():
 
 def test_bad_input():
     with pytest.raises(ValueError, match="discipline"):
-        plan.latency_curve(0.01, 1, "lifo")
+        plan.response_curve(0.01, 1, "lifo")
     with pytest.raises(ValueError, match="slices"):
-        plan.latency_curve(0.01, 1, "fcfs", slices=2)
+        plan.response_curve(0.01, 1, "fcfs", slices=2)
     with pytest.raises(ValueError, match="utilization"):
-        plan.latency_curve(0.01, 1, "fcfs", utilization=[0.5, 1.0])
+        plan.response_curve(0.01, 1, "fcfs", utilization=[0.5, 1.0])
     with pytest.raises(ValueError, match="scalar"):
-        plan.latency_curve(Service.exponential([0.01, 0.02]), 1, "fcfs")
+        plan.response_curve(Service.exponential([0.01, 0.02]), 1, "fcfs")
     with pytest.raises(ValueError, match="method"):
         plan.qps_ceiling(0.01, 1, {0.99: 0.1}, method="fast")
     with pytest.raises(ValueError, match="slices"):
         plan.qps_ceiling(0.01, 1, {0.99: 0.1}, discipline="ps", slices=3)
     with pytest.raises(ValueError, match="admission.*'idle'"):
-        plan.latency_curve(0.01, 1, "ps", admission="idle")
+        plan.response_curve(0.01, 1, "ps", admission="idle")
     with pytest.raises(ValueError, match="admission.*'lifo'"):
-        plan.latency_curve(0.01, 1, "rr", slices=2, admission="lifo")
+        plan.response_curve(0.01, 1, "rr", slices=2, admission="lifo")
     with pytest.raises(ValueError, match="admission.*'idle'"):
         plan.qps_ceiling(0.01, 1, {0.99: 0.1}, discipline="fcfs", admission="idle", method="curve")
-    curve = plan.latency_curve(0.01, 1, "fcfs", quantiles=(0.99,))
+    curve = plan.response_curve(0.01, 1, "fcfs", quantiles=(0.99,))
     with pytest.raises(ValueError, match="not on this curve"):
         plan.ceiling_from_curve(curve, {0.999: 0.1})

@@ -26,9 +26,9 @@ N_REQ = 150_000
 def _simulate(lam, service, discipline, machines, processes, servers, dispatch, seed=7):
     if dispatch == "pooled":
         return sim.simulate(lam, service, discipline=discipline, servers=machines * processes * servers,
-                            duration=N_REQ / lam, seed=seed)
+                            horizon=N_REQ / lam, seed=seed)
     return sim.simulate(lam, service, discipline=discipline, servers=servers, processes=processes,
-                        machines=machines, dispatch=dispatch, duration=N_REQ / lam, seed=seed)
+                        machines=machines, dispatch=dispatch, horizon=N_REQ / lam, seed=seed)
 
 
 # (discipline, machines, processes, cores per process, dispatch, load, service) -- the models
@@ -139,7 +139,7 @@ def test_bad_inputs():
         ScalingOption(0, 2)
     with pytest.raises(ValueError, match="peak_qps"):
         compare_scaling(-1.0, 0.025)
-    with pytest.raises(ValueError, match="workers"):
+    with pytest.raises(ValueError, match="processes"):
         dispatch_response(0.99, 1.0, 1.0, 0)
 
 

@@ -6,16 +6,16 @@ Planning asks the inverse questions:
 ===========================  ===============================================  ===========================
 function                     question                                         answer
 ===========================  ===============================================  ===========================
-:func:`qps_ceiling`          how much QPS before a latency SLO breaks?        arrival rate
-:func:`servers_needed`       how many cores / worker processes for a load?    servers (integer)
-:func:`timeout_safe_rate`    how much QPS before too many requests time out?  arrival rate (+ burst length)
-:func:`burst_tolerance`      how long may a burst above capacity last?        seconds
-:func:`latency_curve`        p50/p99/p99.9 against QPS (cached, rescaled)     a curve
-:func:`ceiling_from_curve`   the ceiling read off such a curve (fast)         arrival rate
-:func:`recommend_timeout`    which client timeout should callers set?         a rule of thumb
-:func:`compare_scaling`      one big machine (Node cluster) or many small?    a table of options
-:func:`rate_limits`          which per-machine and cluster rate limits?       two limits + their effect
-:func:`gc_whatif`            is GC tuning worth it?                           ceiling and p99, before/after
+:func:`qps_ceiling`          how much QPS before a latency SLO breaks?        :class:`Ceiling`
+:func:`servers_needed`       how many cores / worker processes for a load?    :class:`ServersNeeded`
+:func:`timeout_safe_rate`    how much QPS before too many requests time out?  :class:`TimeoutSafeRate`
+:func:`burst_tolerance`      how long may a burst above capacity last?        :class:`BurstTolerance`
+:func:`response_curve`       p50/p99/p99.9 against QPS (cached, rescaled)     :class:`ResponseCurve`
+:func:`ceiling_from_curve`   the ceiling read off such a curve (fast)         :class:`Ceiling`
+:func:`recommend_timeout`    which client timeout should callers set?         :class:`TimeoutAdvice`
+:func:`compare_scaling`      one big machine (Node cluster) or many small?    :class:`ScalingComparison`
+:func:`rate_limits`          which per-machine and cluster rate limits?       :class:`RateLimits`
+:func:`gc_whatif`            is GC tuning worth it?                           :class:`GCWhatIf`
 ===========================  ===============================================  ===========================
 
 Every SLO "the ``q`` quantile of the response time is at most ``t``" is the
@@ -29,52 +29,64 @@ servers, so the rate is found by one bracketing root finder (in the
 utilisation, which lives in (0, 1)) and the server count by a vectorised
 integer search.  Closed forms are used where they exist (M/M/1 FCFS).
 
-Each planner returns a small result object with the number, the constraint
-that binds, and a one-paragraph plain-text ``explanation``.
+Every planner answers with a result (:class:`capacity._result.Result`): the number, the
+constraint that binds, a one-paragraph ``explanation`` (``str(result)``), ``to_frame()`` and
+``to_dict()``.  Questions of the same kind get the same kind of answer: every "how much QPS"
+is a :class:`Ceiling`.
 
-The package is split by idea: :mod:`capacity.plan.timeouts` (the solver and the
-single-queue planners), :mod:`capacity.plan.scaling` (dispatch models and
-:func:`compare_scaling`), :mod:`capacity.plan.limits` (:func:`rate_limits`),
-:mod:`capacity.plan.curves` (cached latency curves and the fast ``method="curve"`` path)
-and :mod:`capacity.plan.gc` (:func:`gc_whatif`); everything public is
-importable from ``capacity.plan``.
+The package is split by idea, and its modules import in one direction
+(``_solve``, ``_text`` <- ``curves`` <- ``ceiling`` <- ``timeouts`` <- ``limits``; ``servers``
+<- ``scaling``; ``ceiling`` <- ``gc``):
+
+* :mod:`capacity.plan._solve` -- the one solver (SLO parsing, the forward model's tail, the rate
+  and integer searches, the rr constant delay);
+* :mod:`capacity.plan._text` -- the explanations;
+* :mod:`capacity.plan.curves` -- cached response curves (:func:`response_curve`);
+* :mod:`capacity.plan.ceiling` -- :func:`qps_ceiling`, :func:`ceiling_from_curve`;
+* :mod:`capacity.plan.servers` -- :func:`servers_needed`;
+* :mod:`capacity.plan.timeouts` -- :func:`timeout_safe_rate`, :func:`burst_tolerance`,
+  :func:`recommend_timeout`;
+* :mod:`capacity.plan.scaling` -- dispatch models, :func:`dispatch_response`, :func:`compare_scaling`;
+* :mod:`capacity.plan.limits` -- :func:`rate_limits`;
+* :mod:`capacity.plan.gc` -- :func:`gc_whatif`.
+
+Everything public is importable from ``capacity.plan``.
 """
 from __future__ import annotations
 
-from .timeouts import (
-                    CORE_P999_MULTIPLIER,
-                    NONCORE_P999_MULTIPLIER,
-                    Ceiling,
-                    ServersNeeded,
-                    TimeoutAdvice,
-                    TimeoutSafeRate,
-                    _fmt_q,
-                    _fmt_rate,
-                    _fmt_time,
-                    _max_rates,
-                    _parse_slo,
-                    _smallest_integer,
-                    _tail_function,
-                    burst_tolerance,
-                    qps_ceiling,
-                    recommend_timeout,
-                    servers_needed,
-                    timeout_safe_rate,
-)
-from .curves import DEFAULT_UTILIZATION, LatencyCurve, ceiling_from_curve, latency_curve
+from .._deprecation import module_getattr as _module_getattr
+
+# Transitional, not part of the API (not in __all__): capacity/cli.py still imports these two
+# formatters from here; they live in capacity.units.  Delete the two lines once it imports them there.
+from ..units import format_quantile as _fmt_q  # noqa: F401
+from ..units import format_time as _fmt_time  # noqa: F401
+from .ceiling import Ceiling, ceiling_from_curve, qps_ceiling
+from .curves import DEFAULT_UTILIZATION, ResponseCurve, response_curve
 from .gc import GCWhatIf, gc_whatif
 from .limits import RateLimits, rate_limits
 from .scaling import DISPATCHES, ScalingComparison, ScalingOption, compare_scaling, dispatch_response
+from .servers import ServersNeeded, servers_needed
+from .timeouts import (
+    CORE_P999_MULTIPLIER,
+    NONCORE_P999_MULTIPLIER,
+    BurstTolerance,
+    TimeoutAdvice,
+    TimeoutSafeRate,
+    burst_tolerance,
+    recommend_timeout,
+    timeout_safe_rate,
+)
 
 __all__ = [
     "CORE_P999_MULTIPLIER",
     "DEFAULT_UTILIZATION",
-    "NONCORE_P999_MULTIPLIER",
-    "Ceiling",
     "DISPATCHES",
+    "NONCORE_P999_MULTIPLIER",
+    "BurstTolerance",
+    "Ceiling",
     "GCWhatIf",
-    "LatencyCurve",
     "RateLimits",
+    "ResponseCurve",
     "ScalingComparison",
     "ScalingOption",
     "ServersNeeded",
@@ -85,10 +97,14 @@ __all__ = [
     "compare_scaling",
     "dispatch_response",
     "gc_whatif",
-    "latency_curve",
     "qps_ceiling",
     "rate_limits",
     "recommend_timeout",
+    "response_curve",
     "servers_needed",
     "timeout_safe_rate",
 ]
+
+# The names before this release, for one release (docs/glossary.md, "Renamed in this release").
+__getattr__ = _module_getattr("capacity.plan", {"latency_curve": "capacity.plan:response_curve",
+                                                "LatencyCurve": "capacity.plan:ResponseCurve"})

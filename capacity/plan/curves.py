@@ -1,13 +1,13 @@
-"""Latency curves: response-time quantiles against load, from one cached scale-free table.
+"""Response curves: response-time quantiles against load, from one cached scale-free table.
 
 A slider that changes the CPU time per request, the SLO threshold or an IO
 delay should not re-solve a queueing model.  It does not have to: for a fixed
 service-time *shape* (family and squared coefficient of variation), fixed
 servers, discipline and slices, every response-time quantile is ``E[S]``
 times a function of the utilisation alone.  This module computes that
-function once on a utilisation grid (:func:`latency_curve`, cached), rescales
+function once on a utilisation grid (:func:`response_curve`, cached), rescales
 it for any ``E[S]``, and reads SLO ceilings and timeout-safe rates off it by
-monotone interpolation (:func:`ceiling_from_curve`, and
+monotone interpolation (:func:`capacity.plan.ceiling_from_curve`, and
 ``qps_ceiling(..., method="curve")`` / ``timeout_safe_rate(..., method="curve")``).
 
 Why the rescaling is exact
@@ -28,7 +28,7 @@ The round-robin approximation of :mod:`capacity.rr` keeps this property
 With ``admission="idle"`` the slice delay also decides when new requests get
 in, so it is part of the queue; in units of ``E[S]`` it is the ratio
 ``slice_delay / E[S]``, and the table for that ratio is recomputed from the
-cached FCFS and zero-delay rr tables on every call (see :func:`latency_curve`).
+cached FCFS and zero-delay rr tables on every call (see :func:`response_curve`).
 
 The cache
 ---------
@@ -44,17 +44,23 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
 from scipy.interpolate import PchipInterpolator
 
-from .._checks import check_admission, check_discipline, check_nonnegative, check_quantile, check_servers
+from .._checks import check_nonnegative, check_quantile, check_rr, check_servers
+from .._deprecation import deprecated_alias, deprecated_property, module_getattr
+from .._result import Result, jsonable
 from ..distributions import Service, as_service
-from .timeouts import _rr_additive_delay
+from ..units import format_quantile as _fmt_q
+from ..units import format_rate as _fmt_rate
+from ..units import format_time as _fmt_time
+from ._solve import _rr_additive_delay
+from ._text import _DISCIPLINE_TEXT, _describe_service, _servers_text
 
-__all__ = ["DEFAULT_UTILIZATION", "LatencyCurve", "ceiling_from_curve", "latency_curve"]
+__all__ = ["DEFAULT_UTILIZATION", "ResponseCurve", "response_curve"]
 
 ArrayLike = Any
 
@@ -62,12 +68,6 @@ ArrayLike = Any
 # (near 0 the response is the bare service time, near 1 it grows like 1 / (1 - rho)).
 DEFAULT_UTILIZATION = 1.0 / (1.0 + np.exp(-np.linspace(np.log(0.002 / 0.998), np.log(0.995 / 0.005), 40)))
 DEFAULT_UTILIZATION.setflags(write=False)
-
-_DISCIPLINES = ("ps", "fcfs", "rr")
-
-
-def _fmt_q(q: float) -> str:
-    return "p" + f"{100 * q:.6f}".rstrip("0").rstrip(".")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -162,9 +162,8 @@ def _idle_unit_table(key: tuple, servers: int, slices: int, quantiles: tuple, gr
 
     Not cached (``unit_delay`` changes with every E[S]): rr's idle formula applied to the cached
     FCFS table and zero-delay rr table, elementwise, exactly as :func:`capacity.rr.response_quantile`
-    combines the same two quantiles.  Measured: a whole ``latency_curve`` call costs ~0.16 ms this way
-    (3 quantiles x 41 points; ~0.06 ms for a cached fifo curve), against ~50 ms for
-    ``rr.response_quantile`` on the grid (lognormal service, one core)."""
+    combines the same two quantiles: a few array operations on cached tables instead of
+    ``rr.response_quantile`` on the whole grid."""
     from .. import rr
 
     f_tab, f_zero = _unit_table("fcfs", key, servers, 1, quantiles, grid)
@@ -181,12 +180,12 @@ def _idle_unit_table(key: tuple, servers: int, slices: int, quantiles: tuple, gr
 
 
 # ---------------------------------------------------------------------------------------------
-# latency_curve
+# response_curve
 
 
-@dataclass(frozen=True)
-class LatencyCurve:
-    """Result of :func:`latency_curve`.
+@dataclass(frozen=True, repr=False)
+class ResponseCurve(Result):
+    """Result of :func:`response_curve` (was ``LatencyCurve``, which still works for one release).
 
     Attributes
     ----------
@@ -195,15 +194,22 @@ class LatencyCurve:
     arrival_rate : ndarray, shape (n,)
         ``utilization * servers / E[S]``, requests/s.
     quantiles : ndarray, shape (m,)
-    latency : ndarray, shape (m, n)
-        Response-time quantiles (rows) at each arrival rate, seconds, delays included.
+    response : ndarray, shape (m, n)
+        Response-time quantiles (rows) at each arrival rate, seconds, delays included (was
+        ``latency``).
     zero_load : ndarray, shape (m,)
         The same quantiles at zero load, seconds.
     capacity_qps : float
         ``servers / E[S]``: the arrival rate at utilisation 1.
+    mean_service : float
+        ``E[S]``, seconds.
+    servers, discipline, slices, slice_delay, delay, service
+        What the curve was computed for.
     unit : ndarray, shape (m, n)
         The scale-free table: quantiles for E[S] = 1 and no constant delay (read-only, shared by
         the cache; for ``admission="idle"`` it includes the slice delay, at ``slice_delay / E[S]``).
+    unit_zero : ndarray, shape (m,)
+        The same at zero load.
     offset : float
         Constant latency added to every quantile, seconds: ``delay + (slices - 1) * slice_delay``
         (``admission="fifo"``) or ``delay`` alone (``"idle"``, whose slice delay is in ``unit``).
@@ -214,7 +220,7 @@ class LatencyCurve:
     utilization: np.ndarray
     arrival_rate: np.ndarray
     quantiles: np.ndarray
-    latency: np.ndarray
+    response: np.ndarray
     zero_load: np.ndarray
     capacity_qps: float
     mean_service: float
@@ -227,34 +233,56 @@ class LatencyCurve:
     unit: np.ndarray = field(repr=False)
     unit_zero: np.ndarray = field(repr=False)
     admission: str = "fifo"
+    service: Service | None = None
+
+    _headline: ClassVar[tuple[str, ...]] = ("discipline", "servers", "mean_service", "quantiles")
+
+    latency = deprecated_property("response")
 
     def row(self, q: float) -> np.ndarray:
-        """Latency (s) of quantile ``q`` at every grid point; ``q`` must be one of ``quantiles``."""
-        return self.latency[self._index(q)]
+        """Response time (s) of quantile ``q`` at every grid point; ``q`` must be one of ``quantiles``."""
+        return self.response[self._index(q)]
 
     def _index(self, q: float) -> int:
-        hit = np.flatnonzero(np.isclose(self.quantiles, float(q), rtol=0, atol=1e-12))
+        # |quantile - q| <= 1e-12, as np.isclose(rtol=0, atol=1e-12) but cheaper (slider hot path).
+        hit = np.flatnonzero(np.abs(self.quantiles - float(q)) <= 1e-12)
         if hit.size == 0:
             raise ValueError(f"quantile {q!r} is not on this curve (quantiles {self.quantiles.tolist()})")
         return int(hit[0])
 
-    def frame(self) -> pd.DataFrame:
+    def to_frame(self) -> pd.DataFrame:
         """The curve as a table: ``utilization``, ``arrival_rate`` and one column per quantile (s)."""
         data = {"utilization": self.utilization, "arrival_rate": self.arrival_rate}
-        data.update({_fmt_q(float(q)): self.latency[i] for i, q in enumerate(self.quantiles)})
+        data.update({_fmt_q(float(q)): self.response[i] for i, q in enumerate(self.quantiles)})
         return pd.DataFrame(data)
 
+    frame = deprecated_alias(to_frame, "ResponseCurve.frame", "ResponseCurve.to_frame")
 
-def _check_int(value, name: str, low: int) -> int:
-    if isinstance(value, (bool, np.bool_)) or not float(value).is_integer() or value < low:
-        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
-    return int(value)
+    def to_dict(self) -> dict:
+        """The curve's fields as JSON-ready Python, without the cache's scale-free ``unit`` tables
+        (``response`` is ``mean_service * unit + offset``)."""
+        return {name: jsonable(getattr(self, name)) for name in self._fields() if name not in ("unit", "unit_zero")}
+
+    def __str__(self) -> str:
+        # Written on demand, not stored: a slider builds a curve per move and rarely prints it.
+        qs = "/".join(_fmt_q(float(q)) for q in self.quantiles)
+        service = (_describe_service(self.service) if self.service is not None
+                   else f"{_fmt_time(self.mean_service)} of CPU per request")
+        text = (f"The {qs} response time with {service} on {_servers_text(self.servers)} under "
+                f"{_DISCIPLINE_TEXT[self.discipline]}"
+                + (f" ({self.slices} slices)" if self.discipline == "rr" and self.slices > 1 else "")
+                + f", at {self.utilization.size} utilisations from {100 * self.utilization[0]:.3g} % to "
+                f"{100 * self.utilization[-1]:.3g} % ({_fmt_rate(float(self.arrival_rate[0]))} to "
+                f"{_fmt_rate(float(self.arrival_rate[-1]))} of a {_fmt_rate(self.capacity_qps)} capacity)")
+        if self.offset > 0:
+            text += f"; every quantile includes {_fmt_time(self.offset)} of constant non-CPU delay"
+        return text + "."
 
 
-def latency_curve(service: Service | float, servers: int = 1, discipline: str = "ps",
-                  quantiles: ArrayLike = (0.5, 0.99, 0.999), utilization: ArrayLike | None = None,
-                  delay: float = 0.0, *, slices: int = 1, slice_delay: float = 0.0,
-                  admission: str = "fifo") -> LatencyCurve:
+def response_curve(service: Service | float, servers: int = 1, discipline: str = "ps",
+                   quantiles: ArrayLike = (0.5, 0.99, 0.999), utilization: ArrayLike | None = None,
+                   delay: float = 0.0, *, slices: int = 1, slice_delay: float = 0.0,
+                   admission: str = "fifo") -> ResponseCurve:
     """Response-time quantiles against the arrival rate, from a cached scale-free table.
 
     Parameters
@@ -277,8 +305,8 @@ def latency_curve(service: Service | float, servers: int = 1, discipline: str = 
     slices : int, optional
         Slices per request for ``discipline="rr"`` (1 is FCFS).
     slice_delay : float, optional
-        Non-CPU delay between two slices (``rr``), seconds; adds ``(slices - 1) * slice_delay``
-        with ``admission="fifo"``.
+        Non-CPU delay between two slices (``rr`` only), seconds; adds
+        ``(slices - 1) * slice_delay`` with ``admission="fifo"``.
     admission : {"fifo", "idle"}, optional
         ``rr`` only: a new request joins the run queue at once (``"fifo"``, default) or only
         when no request in flight is runnable (``"idle"``, Node.js 20 ``setTimeout`` awaits;
@@ -286,28 +314,29 @@ def latency_curve(service: Service | float, servers: int = 1, discipline: str = 
 
     Returns
     -------
-    LatencyCurve
-        ``.arrival_rate`` (requests/s), ``.latency`` (quantiles x rates, seconds), ``.frame()``.
+    ResponseCurve
+        ``.arrival_rate`` (requests/s), ``.response`` (quantiles x rates, seconds), ``.to_frame()``.
 
     Notes
     -----
     Exact rescaling of a cached table (see the module docstring for the invariance argument):
-    ``latency = E[S] * unit_table(rho) + delay + (slices - 1) * slice_delay`` (the last term
-    for ``admission="fifo"`` only) at ``arrival_rate = rho * servers / E[S]``, where ``unit_table`` holds the forward model's
-    quantiles (:func:`capacity.fcfs.response_quantile`, :func:`capacity.ps.response_quantile`,
-    :func:`capacity.rr.response_quantile`) for a mean-1 service of the same shape.  The
-    accuracy is the forward model's (exact for M/G/1 and M/M/c FCFS and for PS on one core
-    with phase-type service or on ``c`` cores with exponential service; ``rr`` with
-    ``slices > 1`` is the calibrated approximation of :mod:`capacity.rr`).  The first call for a
-    shape costs one forward evaluation on the grid (PS, exponential, one core: ~1.5-2 s on a
-    busy 2-core machine; FCFS: 5-50 ms); later calls cost microseconds.
+    ``response = E[S] * unit_table(rho) + delay + (slices - 1) * slice_delay`` (the last term
+    for ``admission="fifo"`` only) at ``arrival_rate = rho * servers / E[S]``, where
+    ``unit_table`` holds the forward model's quantiles (:func:`capacity.fcfs.response_quantile`,
+    :func:`capacity.ps.response_quantile`, :func:`capacity.rr.response_quantile`) for a mean-1
+    service of the same shape.  The accuracy is the forward model's (exact for M/G/1 and M/M/c
+    FCFS and for PS on one core with phase-type service or on ``c`` cores with exponential
+    service; ``rr`` with ``slices > 1`` is the calibrated approximation of :mod:`capacity.rr`).
+    The first call for a shape costs one forward evaluation on the grid (PS is by far the
+    slowest model, FCFS the fastest); later calls only rescale the cached table
+    (``benchmarks/bench_notebooks.py`` times both as the notebooks use them).
 
     ``rr`` with ``admission="idle"`` and ``slices > 1``: the slice delay changes who waits, so
     it is not an offset; in units of E[S] it is ``slice_delay / E[S]``, which changes with E[S].
     The table is then rr's idle formula (:mod:`capacity.rr`) applied elementwise to the cached
     FCFS table and the cached zero-delay rr table at that ratio -- the same combination
-    :func:`capacity.rr.response_quantile` makes, to rounding -- recomputed on every call (about
-    0.1 ms more than a cached curve), with ``offset = delay``.
+    :func:`capacity.rr.response_quantile` makes, to rounding -- recomputed on every call (a few
+    array operations more than a cached curve), with ``offset = delay``.
 
     References
     ----------
@@ -317,34 +346,22 @@ def latency_curve(service: Service | float, servers: int = 1, discipline: str = 
     Examples
     --------
     >>> from capacity import plan
-    >>> c = plan.latency_curve(0.010, discipline="fcfs", quantiles=(0.99,), utilization=[0.5])
-    >>> round(float(c.latency[0, 0]), 6)    # M/M/1: ln(100) / (mu - lambda) = 4.60517 / 50
+    >>> c = plan.response_curve(0.010, discipline="fcfs", quantiles=(0.99,), utilization=[0.5])
+    >>> round(float(c.response[0, 0]), 6)    # M/M/1: ln(100) / (mu - lambda) = 4.60517 / 50
     0.092103
     """
-    check_discipline(discipline)
     service = as_service(service)
+    k, d_slice, adm = check_rr(discipline, slices, slice_delay, admission)
     if service.shape != ():
-        raise ValueError("latency_curve needs a service with scalar parameters (one curve per call)")
+        raise ValueError("response_curve needs a service with scalar parameters (one curve per call)")
     c = int(check_servers(servers))
     if np.ndim(c):
         raise ValueError(f"servers must be a single integer, got {servers!r}")
-    k = _check_int(slices, "slices", 1)
-    if discipline != "rr" and k != 1:
-        raise ValueError(f"slices applies to discipline='rr' only, got slices={slices!r} with {discipline!r}")
-    adm = check_admission(discipline, admission)
-    d_slice = float(check_nonnegative(slice_delay, "slice_delay"))
     d = float(check_nonnegative(delay, "delay"))
-    if not (np.isfinite(d) and np.isfinite(d_slice)):
-        raise ValueError(f"delay and slice_delay must be finite, got {delay!r}, {slice_delay!r}")
     qs = np.atleast_1d(np.asarray(check_quantile(quantiles, "quantiles"), dtype=float))
     if qs.ndim != 1:
         raise ValueError(f"quantiles must be a sequence of probabilities, got {quantiles!r}")
-    if utilization is None:
-        grid = DEFAULT_UTILIZATION
-    else:
-        grid = np.atleast_1d(np.asarray(utilization, dtype=float))
-        if grid.ndim != 1 or not np.all((grid > 0) & (grid < 1)) or np.any(np.diff(grid) <= 0):
-            raise ValueError(f"utilization must be increasing values in (0, 1), got {utilization!r}")
+    grid = DEFAULT_UTILIZATION if utilization is None else _check_grid(utilization)
     mean = float(service.mean)
     key = _shape_key(service)
     q_t, g_t = tuple(qs.tolist()), tuple(grid.tolist())
@@ -358,10 +375,17 @@ def latency_curve(service: Service | float, servers: int = 1, discipline: str = 
         unit, unit_zero = _unit_table(discipline, key, c, k, q_t, g_t)
     offset = d + _rr_additive_delay(k, d_slice, adm)
     grid = np.array(grid)
-    return LatencyCurve(utilization=grid, arrival_rate=grid * (c / mean), quantiles=qs,
-                        latency=mean * unit + offset, zero_load=mean * unit_zero + offset, capacity_qps=c / mean,
-                        mean_service=mean, servers=c, discipline=discipline, slices=k, slice_delay=d_slice,
-                        delay=d, offset=offset, unit=unit, unit_zero=unit_zero, admission=adm)
+    return ResponseCurve(utilization=grid, arrival_rate=grid * (c / mean), quantiles=qs,
+                         response=mean * unit + offset, zero_load=mean * unit_zero + offset, capacity_qps=c / mean,
+                         mean_service=mean, servers=c, discipline=discipline, slices=k, slice_delay=d_slice,
+                         delay=d, offset=offset, unit=unit, unit_zero=unit_zero, admission=adm, service=service)
+
+
+def _check_grid(utilization: ArrayLike) -> np.ndarray:
+    grid = np.atleast_1d(np.asarray(utilization, dtype=float))
+    if grid.ndim != 1 or not np.all((grid > 0) & (grid < 1)) or np.any(np.diff(grid) <= 0):
+        raise ValueError(f"utilization must be increasing values in (0, 1), got {utilization!r}")
+    return grid
 
 
 # ---------------------------------------------------------------------------------------------
@@ -406,56 +430,9 @@ def _unit_ceiling(unit_row: np.ndarray, unit_zero: float, grid: np.ndarray, xs: 
     return np.clip(rho, 0.0, 1.0)
 
 
-def ceiling_from_curve(curve: LatencyCurve, slo: Mapping[float, ArrayLike]):
-    """The highest arrival rate at which every SLO percentile holds, read off a latency curve.
-
-    Parameters
-    ----------
-    curve : LatencyCurve
-        From :func:`latency_curve`; every SLO quantile must be one of ``curve.quantiles``.
-    slo : mapping
-        Quantile -> threshold, seconds (thresholds may be arrays: one ceiling per element).
-
-    Returns
-    -------
-    float or ndarray
-        The ceiling, requests/s (0 where no load meets the SLO).
-
-    Notes
-    -----
-    An approximation of :func:`capacity.plan.qps_ceiling` (which solves the forward model to a
-    relative 1e-7): the SLO ``quantile_q <= t`` holds while ``E[S] unit_q(rho) + offset <= t``,
-    and ``unit_q`` is increasing, so its inverse at ``(t - offset) / E[S]`` is interpolated by
-    a monotone cubic (PCHIP, Fritsch-Carlson) of ``log(1 - rho)`` against ``log unit_q``
-    through the grid points and the zero-load point; both coordinates are nearly linear in
-    each other at both ends (``t -> E[S] quantile`` at low load, ``t ~ 1 / (1 - rho)`` in heavy
-    traffic).  Beyond the last grid point the last segment is extrapolated.  Measured against
-    the exact solver with the default 40-point grid (``tests/test_plan_curves.py``): relative
-    error below 2e-4 for p99/p99.9 over FCFS (scv 0-4, 1-4 servers), PS (exponential, 1-2
-    cores) and rr; typically ~1e-5.
-
-    References
-    ----------
-    F. N. Fritsch and R. E. Carlson, "Monotone piecewise cubic interpolation", SIAM J. Numer.
-    Anal. 17(2) (1980) 238-246.
-
-    Examples
-    --------
-    >>> from capacity import plan
-    >>> c = plan.latency_curve(0.010, discipline="fcfs", quantiles=(0.99,))
-    >>> round(plan.ceiling_from_curve(c, {0.99: 0.100}), 2)   # exact: 100 - ln(100) / 0.1 = 53.95
-    53.95
-    """
-    if not hasattr(slo, "items") or len(slo) == 0:
-        raise ValueError(f"slo must be a non-empty mapping quantile -> seconds, got {slo!r}")
-    rates = [_curve_rate(curve, q, t) for q, t in slo.items()]
-    out = functools.reduce(np.minimum, rates)
-    out = np.asarray(out)
-    return out.item() if out.ndim == 0 else out
-
-
-def _curve_rate(curve: LatencyCurve, q: float, t: ArrayLike) -> np.ndarray:
-    i = curve._index(q)
+def _curve_rate(curve: ResponseCurve, q: float, t: ArrayLike, i: int | None = None) -> np.ndarray:
+    """The arrival rate at which quantile ``q`` (row ``i`` of the curve) reaches ``t`` seconds."""
+    i = curve._index(q) if i is None else i
     t_arr = np.asarray(t, dtype=float)
     xs = np.atleast_1d((t_arr - curve.offset) / curve.mean_service)
     rho = _unit_ceiling(curve.unit[i], curve.unit_zero[i], curve.utilization, xs)
@@ -472,10 +449,15 @@ def _curve_rates(service: Service, servers: np.ndarray, qs: np.ndarray, t_eff: n
     if service.shape != () or np.ndim(servers) != 0:
         raise ValueError("method='curve' needs a scalar service and a single server count; use method='exact' "
                          "for arrays")
-    curve = latency_curve(service, int(servers), discipline, quantiles=tuple(qs.tolist()), slices=slices,
-                          slice_delay=slice_delay, admission=admission)
+    curve = response_curve(service, int(servers), discipline, quantiles=tuple(qs.tolist()), slices=slices,
+                           slice_delay=slice_delay, admission=admission)
     rates = np.array([_curve_rate(curve, q, max(float(t), 0.0)) for q, t in zip(qs, t_eff)], dtype=float)
     zero_ok = curve.zero_load <= np.maximum(t_eff, 0.0)
     reason = np.where(t_eff <= 0, 1, np.where(zero_ok, 0, 2))
     rates = np.where(reason == 0, rates, 0.0)
     return rates, reason, np.array([curve.capacity_qps])
+
+
+# The names before this release, for one release (docs/glossary.md, "Renamed in this release").
+__getattr__ = module_getattr("capacity.plan.curves", {"latency_curve": "capacity.plan.curves:response_curve",
+                                                      "LatencyCurve": "capacity.plan.curves:ResponseCurve"})

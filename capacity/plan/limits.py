@@ -1,23 +1,25 @@
 """Per-machine and cluster-wide rate limits from the timeout-safe rate."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
 
 from .._checks import check_positive, check_quantile, check_servers
+from .._result import Result
 from ..distributions import Service, as_service
-from .timeouts import _DISCIPLINE_TEXT, _describe_service, _fmt_rate, _fmt_time, timeout_safe_rate
+from ._text import _DISCIPLINE_TEXT, _describe_service, _fmt_rate, _fmt_time
+from .timeouts import timeout_safe_rate
 
 __all__ = ["RateLimits", "rate_limits"]
 
 ArrayLike = Any
 
 
-@dataclass(frozen=True)
-class RateLimits:
+@dataclass(frozen=True, repr=False)
+class RateLimits(Result):
     """Result of :func:`rate_limits`.
 
     Attributes
@@ -53,10 +55,17 @@ class RateLimits:
     peak_qps: float | None
     table: pd.DataFrame
     discipline: str
-    explanation: str = field(repr=False)
+    explanation: str
 
-    def __str__(self) -> str:
-        return self.explanation
+    _headline: ClassVar[tuple[str, ...]] = ("machine_limit", "cluster_limit", "machine_safe_qps", "machines")
+
+    def to_frame(self) -> pd.DataFrame:
+        """The scenario table at ``peak_qps`` (one row per scenario); without a peak, one row of
+        the limits themselves."""
+        if len(self.table):
+            return self.table.copy()
+        return pd.DataFrame([{name: getattr(self, name) for name in self._fields()
+                              if name not in ("table", "explanation")}])
 
 
 def rate_limits(service: Service | ArrayLike, servers_per_machine: int, machines: int, timeout: float,
@@ -164,6 +173,7 @@ def rate_limits(service: Service | ArrayLike, servers_per_machine: int, machines
                      machine_safe_qps=r, machine_capacity_qps=cap, safety_margin=margin, machines=m,
                      servers_per_machine=spm, timeout=to, max_timeout_fraction=frac, peak_qps=peak, table=table,
                      discipline=discipline, explanation="")
+    # The paragraph reads the result's own fields; a frozen result gets it once, here.
     object.__setattr__(res, "explanation", _explain(res, svc))
     return res
 

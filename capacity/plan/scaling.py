@@ -94,8 +94,8 @@ Evaluation 64 (2007) 1062-1081.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -109,8 +109,12 @@ from .._checks import (
     scalar_out,
 )
 from .._common import solve_increasing
+from .._deprecation import deprecated_property, renamed_parameters
+from .._result import Result
 from ..distributions import Service, as_service
-from .timeouts import _fmt_q, _fmt_rate, _fmt_time, _max_rates, _parse_slo, servers_needed
+from ._solve import _max_rates, _parse_slo
+from ._text import _fmt_q, _fmt_rate, _fmt_time
+from .servers import servers_needed
 
 __all__ = ["DISPATCHES", "ScalingComparison", "ScalingOption", "compare_scaling", "dispatch_response"]
 
@@ -226,20 +230,22 @@ def _quantile_for(mod, qq, lam, svc, n: int, s: int, dispatch: str, discipline: 
     return out
 
 
-def dispatch_response(q: ArrayLike, arrival_rate: ArrayLike, service: Service | ArrayLike, workers: int,
+@renamed_parameters(workers="processes")
+def dispatch_response(q: ArrayLike, arrival_rate: ArrayLike, service: Service | ArrayLike, processes: int,
                       servers: int = 1, dispatch: str = "round_robin", discipline: str = "ps"):
-    """Response-time quantile of ``workers`` worker queues behind a dispatcher.
+    """Response-time quantile of ``processes`` worker queues behind a dispatcher.
 
     Parameters
     ----------
     q : float or array_like
         Quantile(s) in (0, 1).
     arrival_rate : float or array_like
-        Total Poisson arrival rate over all workers, requests/s.
+        Total Poisson arrival rate over all processes, requests/s.
     service : Service or float
         CPU time per request, seconds (scalar parameters).
-    workers : int
-        Worker processes, each with its own queue (``machines * processes``).
+    processes : int
+        Worker processes, each with its own queue: all of them, over every machine
+        (``ScalingOption.total_processes``).  Was ``workers``, which still works for one release.
     servers : int, optional
         Cores per worker (1 for a Node.js process).
     dispatch : {"pooled", "round_robin", "least_connections", "random"}
@@ -254,7 +260,7 @@ def dispatch_response(q: ArrayLike, arrival_rate: ArrayLike, service: Service | 
 
     Notes
     -----
-    ``pooled``: M/G/(workers x servers).  ``random``: M/G/s at ``lambda / workers`` (exact).
+    ``pooled``: M/G/(processes x servers).  ``random``: M/G/s at ``lambda / processes`` (exact).
     ``round_robin`` and ``least_connections``: M/G/s at an equivalent Poisson rate (module
     documentation); exact for round robin with FCFS, one core and exponential service.
 
@@ -276,7 +282,7 @@ def dispatch_response(q: ArrayLike, arrival_rate: ArrayLike, service: Service | 
     """
     mod = _modules(discipline)
     _check_dispatch(dispatch)
-    n = int(check_servers(workers, "workers"))
+    n = int(check_servers(processes, "processes"))
     s = int(check_servers(servers, "servers"))
     qq = check_quantile(q, "q")
     lam = check_nonnegative(arrival_rate, "arrival_rate")
@@ -315,8 +321,11 @@ class ScalingOption:
         _check_dispatch(self.dispatch)
 
     @property
-    def workers(self) -> int:
+    def total_processes(self) -> int:
+        """All worker processes of the deployment, ``machines * processes``."""
         return self.machines * self.processes
+
+    workers = deprecated_property("total_processes")
 
     @property
     def cores_per_machine(self) -> int:
@@ -345,8 +354,8 @@ def _as_option(x) -> ScalingOption:
     raise ValueError(f"each option must be a ScalingOption or a dict of its fields, got {x!r}")
 
 
-@dataclass(frozen=True)
-class ScalingComparison:
+@dataclass(frozen=True, repr=False)
+class ScalingComparison(Result):
     """Result of :func:`compare_scaling`.
 
     Attributes
@@ -369,15 +378,14 @@ class ScalingComparison:
     peak_qps: float
     slo: dict
     discipline: str
-    explanation: str = field(repr=False)
+    explanation: str
 
-    def __str__(self) -> str:
-        return self.explanation
+    _headline: ClassVar[tuple[str, ...]] = ("best", "peak_qps", "discipline")
 
 
 def _evaluate(opt: ScalingOption, lam: float, svc: Service, qs, ts, p, discipline: str) -> dict:
     mod = _modules(discipline)
-    n, s = opt.workers, opt.servers
+    n, s = opt.total_processes, opt.servers
     dispatch = opt.dispatch if n > 1 else "pooled"
     out: dict = {}
     try:
@@ -439,8 +447,8 @@ def compare_scaling(peak_qps: float, service: Service | ArrayLike, slo: Mapping[
     target, by the solver of :func:`qps_ceiling` on the option's tail probability), and the same
     with one machine down (``machines - 1`` machines take the whole peak; a one-machine option
     then has nothing left).  Exponential service under PS or FCFS is fast; PS with other service
-    families costs about a second per evaluation, and PS with several cores per worker and
-    non-exponential service is not available (NaN in the table).
+    families needs a numerical inversion per evaluation and is much slower, and PS with several
+    cores per worker and non-exponential service is not available (NaN in the table).
 
     References
     ----------
@@ -494,7 +502,7 @@ def compare_scaling(peak_qps: float, service: Service | ArrayLike, slo: Mapping[
         ev = _evaluate(opt, lam, svc, qs, ts, p, discipline)
         row = {"option": opt.label, "machines": opt.machines, "processes_per_machine": opt.processes,
                "cores_per_process": opt.servers, "cores": opt.cores,
-               "dispatch": opt.dispatch if opt.workers > 1 else "single",
+               "dispatch": opt.dispatch if opt.total_processes > 1 else "single",
                "utilization": lam * mean_svc / opt.cores, "mean_s": ev["mean_s"]}
         for q, v in zip(qs, ev["quantiles"]):
             row[f"{_fmt_q(q)}_s"] = float(v)
