@@ -43,12 +43,20 @@ def _results():
     }
 
 
-RESULTS = _results()
+NAMES = ["Ceiling", "Ceiling[array]", "Ceiling[curve]", "ServersNeeded", "TimeoutSafeRate", "BurstTolerance",
+         "TimeoutAdvice", "ResponseCurve", "GCWhatIf", "RateLimits", "RateLimits[no peak]", "ScalingComparison"]
 
 
-@pytest.mark.parametrize("name", list(RESULTS))
-def test_every_plan_result_follows_the_protocol(name):
-    res = RESULTS[name]
+@pytest.fixture(scope="module")
+def results():
+    out = _results()
+    assert list(out) == NAMES
+    return out
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_plan_result_follows_the_protocol(results, name):
+    res = results[name]
     cls = name.split("[")[0]
     assert isinstance(res, Result) and type(res).__name__ == cls
     with pytest.raises(AttributeError):   # frozen
@@ -66,27 +74,27 @@ def test_every_plan_result_follows_the_protocol(name):
     assert json.loads(json.dumps(d)) == d                      # plain JSON, nothing lost on a round trip
 
 
-def test_protocol_details():
-    ceiling = RESULTS["Ceiling"]
+def test_protocol_details(results):
+    ceiling = results["Ceiling"]
     assert repr(ceiling) == "Ceiling(qps=28.49, capacity_qps=40, utilization=0.7122, binding=0.999)"
-    frame = RESULTS["Ceiling[array]"].to_frame()
-    assert frame["qps"].tolist() == pytest.approx(RESULTS["Ceiling[array]"].qps.tolist())
+    frame = results["Ceiling[array]"].to_frame()
+    assert frame["qps"].tolist() == pytest.approx(results["Ceiling[array]"].qps.tolist())
     assert frame["servers"].tolist() == [1, 2, 4] and "rates[0.99]" in frame.columns
     assert ceiling.to_dict()["rates"] == {"0.99": pytest.approx(40 - math.log(100) / 0.5),
                                           "0.999": pytest.approx(40 - math.log(1000) / 0.6)}
-    curve = RESULTS["ResponseCurve"]
+    curve = results["ResponseCurve"]
     assert list(curve.to_frame().columns) == ["utilization", "arrival_rate", "p50", "p99"]
     d = curve.to_dict()
     assert "unit" not in d and np.allclose(d["response"], curve.response)
     assert d["service"] == {"family": "gamma", "mean_s": pytest.approx(0.010), "scv": pytest.approx(0.5)}
     assert "p50/p99 response time" in str(curve) and "3 ms" in str(curve)
-    gc = RESULTS["GCWhatIf"]
+    gc = results["GCWhatIf"]
     assert gc.to_frame().index.tolist() == ["before", "after"]
-    limits = RESULTS["RateLimits"]
+    limits = results["RateLimits"]
     assert limits.to_frame().index.tolist()[0] == "all up, limited"
-    row = RESULTS["RateLimits[no peak]"].to_frame()
+    row = results["RateLimits[no peak]"].to_frame()
     assert len(row) == 1 and row.loc[0, "machine_limit"] == pytest.approx(0.8 * (40 - math.log(1000)), rel=1e-6)
-    assert RESULTS["ScalingComparison"].to_frame().index.name == "option"
+    assert results["ScalingComparison"].to_frame().index.name == "option"
     # to_dict of a table result carries the table, as records.
     assert [r["index"] for r in gc.to_dict()["table"]] == ["before", "after"]
 
