@@ -183,7 +183,7 @@ def test_notebook_02_restart_and_run_all_shows_the_default_state(lab, tmp_path):
 
             service = Service.from_moments(DEFAULT["cpu_ms"] / 1e3, DEFAULT["scv"])
             slo = {DEFAULT["slo_q"]: DEFAULT["slo_ms"] / 1e3}
-            curve = plan.latency_curve(service, DEFAULT["servers"], DEFAULT["discipline"], quantiles=(0.5, 0.99, 0.999))
+            curve = plan.response_curve(service, DEFAULT["servers"], DEFAULT["discipline"], quantiles=(0.5, 0.99, 0.999))
             from_curve = plan.ceiling_from_curve(curve, slo)
             from_curve = float(getattr(from_curve, "qps", from_curve))
             exact = plan.qps_ceiling(service, DEFAULT["servers"], slo, discipline=DEFAULT["discipline"])
