@@ -185,7 +185,7 @@ def test_notebook_02_restart_and_run_all_shows_the_default_state(lab, tmp_path):
             slo = {DEFAULT["slo_q"]: DEFAULT["slo_ms"] / 1e3}
             curve = plan.response_curve(service, DEFAULT["servers"], DEFAULT["discipline"], quantiles=(0.5, 0.99, 0.999))
             from_curve = plan.ceiling_from_curve(curve, slo)
-            from_curve = float(getattr(from_curve, "qps", from_curve))
+            from_curve = from_curve.qps
             exact = plan.qps_ceiling(service, DEFAULT["servers"], slo, discipline=DEFAULT["discipline"])
             assert readout["ceiling_qps"] == f"{from_curve:,.1f}"
             assert abs(float(readout["ceiling_qps"].replace(",", "")) - exact.qps) <= 0.1, (readout, exact.qps)
