@@ -11,6 +11,7 @@ Queueing models of a backend service, in seconds and requests per second:
 - :mod:`capacity.symbolic` -- the key formulas as sympy expressions;
 - :mod:`capacity.sim` -- an exact simulator that checks them and shows overload;
 - :mod:`capacity.overload` -- bursts, timeouts, retries: the collapse and its mitigations;
+- :mod:`capacity.incident` -- the seed incident: its traffic reconstructed, replayed, and fixes compared;
 - :mod:`capacity.fit` -- per-request CPU cost from percentiles, logs, utilisation and load tests;
 - :mod:`capacity.logs` -- nginx and per-request log readers;
 - :mod:`capacity.plan` -- QPS ceiling, servers needed, timeout-safe rates.
@@ -30,7 +31,7 @@ from .erlang import erlang_b, erlang_c, sqrt_staffing
 
 # Heavier modules (sympy, pandas-based simulation, fitting, planning) load on
 # first use, so `capacity --version` and the formulas start quickly.
-_LAZY_MODULES = {"fit", "logs", "overload", "plan", "sim", "symbolic"}
+_LAZY_MODULES = {"fit", "incident", "logs", "overload", "plan", "sim", "symbolic"}
 
 
 def __getattr__(name: str) -> Any:

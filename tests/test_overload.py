@@ -1,4 +1,4 @@
-"""Tests of capacity.overload (issue 3, sections 2-5).
+"""Tests of capacity.overload and capacity.incident (issue 3, sections 2-5).
 
 Sources of the expected values:
 
@@ -28,8 +28,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import integrate, optimize, stats
 
-from capacity import Service
+from capacity import Service, incident
 from capacity import overload as ov
+from capacity.overload import _goodput
 from capacity.sim import simulate
 
 DATA = pathlib.Path(__file__).resolve().parents[1] / "data"
@@ -114,10 +115,10 @@ def test_backlog_fluid_vs_simulated_fcfs_wait():
 
 
 @pytest.mark.parametrize("bad, name", [
-    (dict(rate_series=[1.0, -1.0]), "rate_series"),
-    (dict(rate_series=[1.0, np.nan]), "rate_series"),
-    (dict(rate_series=[]), "rate_series"),
-    (dict(rate_series=pd.Series([], dtype=float)), "rate_series"),
+    (dict(arrival_rate=[1.0, -1.0]), "arrival_rate"),
+    (dict(arrival_rate=[1.0, np.nan]), "arrival_rate"),
+    (dict(arrival_rate=[]), "arrival_rate"),
+    (dict(arrival_rate=pd.Series([], dtype=float)), "arrival_rate"),
     (dict(timeout=0.0), "timeout"),
     (dict(timeout=-1.0), "timeout"),
     (dict(bucket=0.0), "bucket"),
@@ -125,7 +126,7 @@ def test_backlog_fluid_vs_simulated_fcfs_wait():
     (dict(initial=-1.0), "initial"),
 ])
 def test_backlog_bad_input(bad, name):
-    kw = dict(rate_series=[1.0, 2.0], service=1.0)
+    kw = dict(arrival_rate=[1.0, 2.0], service=1.0)
     kw.update(bad)
     with pytest.raises(ValueError, match=name):
         ov.backlog(**kw)
@@ -170,11 +171,11 @@ def test_growth_rate_bad_input():
         ov.ps_growth_rate(-1.0, 1.0)
     with pytest.raises(ValueError, match="arrival_rate"):
         ov.ps_growth_rate(np.nan, 1.0)
-    with pytest.raises(ValueError, match="u"):
+    with pytest.raises(ValueError, match="elapsed"):
         ov.ps_fluid_completion(-1.0, 1.0, 1.5, 1.0)
     with pytest.raises(ValueError, match="size"):
         ov.ps_fluid_sojourn(1.0, np.nan, 1.5, 1.0)
-    with pytest.raises(ValueError, match="u"):
+    with pytest.raises(ValueError, match="elapsed"):
         ov.fcfs_overload_wait(np.nan, 1.5, 1.0)
 
 
@@ -190,7 +191,7 @@ def test_ps_number_grows_linearly_at_alpha(svc, alpha):
     T = 1500.0
     ratios = []
     for seed in range(8):
-        run = simulate(1.5, svc, discipline="ps", duration=T, seed=seed, drain=False)
+        run = simulate(1.5, svc, discipline="ps", horizon=T, seed=seed, drain=False)
         ratios.append(run.per_second["in_flight"].iloc[-1] / T)
     lo, hi = t_interval(ratios)
     assert lo <= alpha <= hi
@@ -207,7 +208,7 @@ def test_ps_fluid_sojourn_against_simulation():
     T = 6000.0
     est = []
     for seed in range(3):
-        run = simulate(1.5, EXP1, discipline="ps", duration=T, seed=seed, drain=False)
+        run = simulate(1.5, EXP1, discipline="ps", horizon=T, seed=seed, drain=False)
         req = run.requests
         size = req["service"]
         sel = req[(req["arrival"] > 300) & (req["arrival"] < 600) & (size > 1) & (size < 3)]
@@ -227,7 +228,7 @@ def test_fcfs_overload_wait_against_simulation():
     a random walk, sd sqrt(lambda E[S^2] u))."""
     slopes = []
     for seed in range(16):
-        req = simulate(1.5, EXP1, duration=5000.0, seed=seed).requests
+        req = simulate(1.5, EXP1, horizon=5000.0, seed=seed).requests
         sel = req[req["arrival"] > 1000]
         wait = (sel["start"] - sel["arrival"]).to_numpy()
         u = sel["arrival"].to_numpy()
@@ -244,8 +245,8 @@ def test_mm1_drop_closed_form_matches_level_crossing_solver():
     form and the numerical level-crossing solver used for general service."""
     lam = np.array([0.2, 0.7, 0.95, 1.0, 1.05, 1.5, 4.0])
     tau = np.full(lam.shape, 10.0)
-    closed = ov._mm1_drop_goodput(lam, np.ones(lam.shape), tau)
-    numeric = ov._fcfs_impatient_goodput(lam, EXP1, tau, size_aware=False)
+    closed = _goodput._mm1_drop_goodput(lam, np.ones(lam.shape), tau)
+    numeric = _goodput._fcfs_impatient_goodput(lam, EXP1, tau, size_aware=False)
     np.testing.assert_allclose(numeric, closed, rtol=1e-5)
 
 
@@ -286,7 +287,7 @@ def test_goodput_against_simulation_in_overload(svc, disc, ot, queue, tol):
     model = ov.goodput(1.5, svc, 10.0, disc, ot, queue)
     sims = []
     for seed in range(3):
-        run = simulate(1.5, svc, discipline=disc, timeout=10.0, on_timeout=ot, queue=queue, duration=20000,
+        run = simulate(1.5, svc, discipline=disc, timeout=10.0, on_timeout=ot, queue=queue, horizon=20000,
                        seed=seed)
         req = run.requests
         late = req[req["arrival"] >= 2000]
@@ -316,7 +317,7 @@ def test_goodput_below_capacity_against_simulation(disc, ot):
     model = ov.goodput(0.7, EXP1, 3.0, disc, ot)
     sims = []
     for seed in range(4):
-        run = simulate(0.7, EXP1, discipline=disc, timeout=3.0, on_timeout=ot, duration=20000,
+        run = simulate(0.7, EXP1, discipline=disc, timeout=3.0, on_timeout=ot, horizon=20000,
                        seed=100 + seed)
         req = run.requests
         late = req[req["arrival"] >= 200]
@@ -464,29 +465,14 @@ def test_fit_staircase_bad_input():
 
 
 # ============================================================================ replay
-def test_incident_traffic_shape():
-    """The reconstructed series holds the article's three measured rates."""
-    r = ov.incident_traffic(seed=1, duration=600)
-    assert len(r) == 600 and r.max() == 67.0 and r.idxmax() == 300
-    assert (r == 20.0).sum() == 10
-    base = r[(r != 20.0) & (r != 67.0)]
-    assert base.between(6.0, 10.0).all()
-    with pytest.raises(ValueError, match="duration"):
-        ov.incident_traffic(duration=0)
-    with pytest.raises(ValueError, match="peak_at"):
-        ov.incident_traffic(duration=10, peak_at=20)
-    with pytest.raises(ValueError, match="base"):
-        ov.incident_traffic(base=(-1.0, 5.0))
-
-
 def test_replay_everyday_latency_with_cpu_cost():
     """Everyday behaviour with the CPU-reading cost (25 ms per request, 6-10
     req/s): the median latency of normal seconds is near the article's
     40-50 ms (PS theory: 25 ms / (1 - 0.2) = 31 ms mean; median of the
     per-second medians below 50 ms), and the 67 req/s second does NOT cause
     a timeout -- the reconstruction's documented inconsistency."""
-    traffic = ov.incident_traffic(seed=2, duration=400)
-    r = ov.replay(traffic, Service.exponential(ov.INCIDENT_COST_FROM_CPU), seed=2)
+    traffic = incident.incident_traffic(seed=2, horizon=400)
+    r = ov.replay(traffic, Service.exponential(incident.INCIDENT_COST_FROM_CPU), seed=2)
     table = r.per_second
     normal = table.loc[: 290, "latency_p50"].dropna()
     assert 0.01 < normal.median() < 0.05
@@ -506,9 +492,9 @@ def test_replay_incident_collapse_and_self_recovery():
     the article's Node log shows 118 s); latency then drops back by itself:
     no timeouts from 150 s after the peak on (the article: ~60 s at 30 s,
     "11:17~11:19"), median latency under 1 s from 200 s on."""
-    traffic = ov.incident_traffic(seed=4, duration=600, base=(8.0, 8.0), peak_seconds=5)
+    traffic = incident.incident_traffic(seed=4, horizon=600, base=(8.0, 8.0), peak_seconds=5)
     peak = int(traffic.idxmax())
-    r = ov.replay(traffic, Service.deterministic(ov.INCIDENT_COST_FROM_LOG), seed=4)
+    r = ov.replay(traffic, Service.deterministic(incident.INCIDENT_COST_FROM_LOG), seed=4)
     req = r.run.requests
     hit = req[(req["arrival"] >= peak) & (req["arrival"] < peak + 5)]
     assert len(hit) > 250
@@ -520,30 +506,11 @@ def test_replay_incident_collapse_and_self_recovery():
     assert table.loc[peak + 200:, "latency_p50"].median() < 1.0
 
 
-def test_what_if_fixes_the_incident():
-    """Same arrivals for every scenario (the collapse above, shorter run):
-    cluster mode (4 processes) and the cache (CPU x 0.2) remove every timeout
-    and bring the worst latency far below the original's; the rate limit at
-    capacity (10/s) rejects requests and removes the timeouts too; FCFS at
-    least answers a majority in time."""
-    traffic = ov.incident_traffic(seed=4, duration=300, base=(8.0, 8.0), peak_at=100, peak_seconds=5)
-    df = ov.what_if(traffic, Service.deterministic(ov.INCIDENT_COST_FROM_LOG), seed=4)
-    assert list(df.index) == ["original", "cluster", "cache", "rate_limit", "fcfs"]
-    orig = df.loc["original"]
-    assert orig["max_latency"] > 30.0 and orig["timed_out"] > 250
-    for name in ["cluster", "cache"]:
-        assert df.loc[name, "timed_out"] == 0
-        assert df.loc[name, "max_latency"] < orig["max_latency"] / 5
-    assert df.loc["rate_limit", "rejected"] > 0 and df.loc["rate_limit", "timed_out"] == 0
-    assert df.loc["fcfs", "ok"] > orig["ok"]
-    assert (df["requests"] == orig["requests"]).all()
-
-
-def test_rate_limit_and_replay_bad_input():
-    ok, no = ov.rate_limit([0.0, 0.1, 0.2, 1.0, 1.1, 2.5], 2)
+def test_apply_rate_limit_and_replay_bad_input():
+    ok, no = ov.apply_rate_limit([0.0, 0.1, 0.2, 1.0, 1.1, 2.5], 2)
     assert ok.tolist() == [0.0, 0.1, 1.0, 1.1, 2.5] and no.tolist() == [0.2]
     with pytest.raises(ValueError, match="arrivals"):
-        ov.rate_limit([1.0, 0.5], 2)
+        ov.apply_rate_limit([1.0, 0.5], 2)
     with pytest.raises(ValueError, match="arrivals"):
         ov.replay([0.0, 2.0, 1.0], 0.1)
     with pytest.raises(ValueError, match="arrivals"):
@@ -553,7 +520,7 @@ def test_rate_limit_and_replay_bad_input():
     with pytest.raises(ValueError, match="timeout"):
         ov.replay(pd.Series([1.0]), 0.1, timeout=0.0)
     with pytest.raises(ValueError, match="limit"):
-        ov.rate_limit([0.0], -1)
+        ov.apply_rate_limit([0.0], -1)
 
 
 # ============================================================================ symbolic derivations
@@ -591,3 +558,4 @@ def test_mm1_drop_goodput_properties(lam, tau, mean):
     g2 = ov.goodput(lam, mean, 2 * tau, "fcfs", "drop")
     assert 0 < g1 <= min(lam, 1 / mean) * (1 + 1e-12)
     assert g2 >= g1 * (1 - 1e-9)
+
