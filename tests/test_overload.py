@@ -14,6 +14,7 @@ Sources of the expected values:
 """
 from __future__ import annotations
 
+import json
 import math
 import pathlib
 try:
@@ -559,3 +560,150 @@ def test_mm1_drop_goodput_properties(lam, tau, mean):
     assert 0 < g1 <= min(lam, 1 / mean) * (1 + 1e-12)
     assert g2 >= g1 * (1 - 1e-9)
 
+
+# ============================================================================ old names (one release)
+@pytest.mark.parametrize("call, old, new", [
+    (lambda **kw: ov.fcfs_overload_wait(arrival_rate=1.5, service=1.0, **kw), "u", "elapsed"),
+    (lambda **kw: ov.ps_fluid_completion(size=2.0, arrival_rate=1.5, service=1.0, **kw), "u", "elapsed"),
+    (lambda **kw: ov.ps_fluid_sojourn(size=2.0, arrival_rate=1.5, service=1.0, **kw), "u", "elapsed"),
+])
+def test_fluid_laws_old_parameter_u_warns_and_means_elapsed(call, old, new):
+    with pytest.warns(DeprecationWarning, match=f"'{old}' is now '{new}'"):
+        value = call(**{old: 100.0})
+    assert value == call(**{new: 100.0})
+    with pytest.raises(TypeError, match="both"):
+        call(**{old: 1.0, new: 1.0})
+
+
+def test_fluid_laws_signatures_show_only_the_new_names():
+    import inspect
+
+    for func in (ov.fcfs_overload_wait, ov.ps_fluid_completion, ov.ps_fluid_sojourn):
+        params = list(inspect.signature(func).parameters)
+        assert params[0] == "elapsed" and "u" not in params
+    params = inspect.signature(ov.backlog).parameters
+    assert list(params)[0] == "arrival_rate" and "rate_series" not in params
+
+
+def test_backlog_old_parameter_rate_series_warns_and_means_arrival_rate():
+    with pytest.warns(DeprecationWarning, match="'rate_series' is now 'arrival_rate'"):
+        old = ov.backlog(rate_series=[2.0] * 10 + [0.0] * 20, service=1.0, timeout=5.0)
+    new = ov.backlog(arrival_rate=[2.0] * 10 + [0.0] * 20, service=1.0, timeout=5.0)
+    pd.testing.assert_frame_equal(old.table, new.table)
+    assert old.to_dict() == new.to_dict()
+
+
+def test_rate_limit_old_name_warns_with_apply_rate_limit():
+    import re
+
+    with pytest.warns(DeprecationWarning,
+                      match=re.escape("capacity.overload.rate_limit is now capacity.overload.apply_rate_limit")):
+        old = ov.rate_limit
+    assert old is ov.apply_rate_limit
+    ok, no = old([0.0, 0.1, 0.2, 1.0, 1.1, 2.5], 2)
+    assert ok.tolist() == [0.0, 0.1, 1.0, 1.1, 2.5] and no.tolist() == [0.2]
+    assert "rate_limit" not in ov.__all__ and "apply_rate_limit" in ov.__all__
+
+
+def test_an_unknown_name_is_still_an_attribute_error():
+    with pytest.raises(AttributeError, match="no_such_name"):
+        ov.no_such_name  # noqa: B018
+
+
+def test_the_package_reexports_every_public_name_of_its_modules():
+    from capacity.overload import _backlog, _replay, _retries, _staircase
+
+    names = set()
+    for module in (_backlog, _goodput, _replay, _retries, _staircase):
+        names.update(module.__all__)
+        for name in module.__all__:
+            assert getattr(ov, name) is getattr(module, name)
+    assert names == set(ov.__all__)
+
+
+# ============================================================================ result protocol
+def _protocol(result, cls):
+    """What every result offers: a Result subclass, frozen, a one-line repr naming the class,
+    str in words (not the repr), a DataFrame, and JSON-ready to_dict."""
+    from dataclasses import FrozenInstanceError
+
+    from capacity._result import Result
+
+    assert isinstance(result, cls) and isinstance(result, Result)
+    text = repr(result)
+    assert text.startswith(f"{cls.__name__}(") and "\n" not in text and len(text) < 200
+    words = str(result)
+    assert words != text and len(words.split()) > 8
+    assert isinstance(result.to_frame(), pd.DataFrame)
+    d = result.to_dict()
+    json.dumps(d, allow_nan=False)
+    first = next(iter(vars(result)))
+    with pytest.raises(FrozenInstanceError):
+        setattr(result, first, None)
+    return d
+
+
+def test_backlog_result_protocol():
+    r = ov.backlog([8.0] * 3 + [2.0] * 2, Service.deterministic(0.5), servers=2, timeout=2.0)
+    d = _protocol(r, ov.BacklogResult)
+    assert repr(r) == "BacklogResult(peak_backlog=6, peak_delay=3, seconds_over_timeout=3, recovery_time=6)"
+    pd.testing.assert_frame_equal(r.to_frame(), r.table)
+    assert "table" not in d  # as long as the series: to_frame() holds it
+    assert d["peak_backlog"] == 6.0 and d["recovery_time"] == 6.0 and d["explanation"] == str(r)
+    assert "peaks at 6 s of CPU work at t = 3 s" in str(r)
+    assert "exceeds the 2 s timeout for 3 s" in str(r)
+    assert "back to 0 6 s after" in str(r)
+
+
+def test_backlog_result_words_without_overload_and_without_drain():
+    calm = ov.backlog([0.5] * 3, 1.0)
+    assert str(calm) == "No bucket offers more work than the 1 core can do: no backlog builds up."
+    assert calm.to_dict()["recovery_time"] is None  # NaN is JSON null
+    stuck = ov.backlog([3.0] * 5, 1.0, timeout=1.0)
+    assert "never drains" in str(stuck) and stuck.to_dict()["recovery_time"] == "inf"
+
+
+def test_retry_analysis_and_fixed_point_protocol():
+    r = ov.retry_fixed_points(5.0, 0.1, 1.0, 2, grid=100)
+    d = _protocol(r, ov.RetryAnalysis)
+    frame = r.to_frame()
+    assert list(frame.columns) == ["load", "timeout_fraction", "goodput", "stable"]
+    assert frame["load"].tolist() == [f.load for f in r.fixed_points]
+    assert frame["stable"].tolist() == [True, False, True]
+    assert "curve" not in d and len(d["fixed_points"]) == 3
+    assert d["bistable_range"] == list(r.bistable_range)
+    assert "metastable" in str(r) and "3 fixed points" in str(r)
+    assert repr(r).startswith("RetryAnalysis(fixed_points=[5.1") and "unstable" in repr(r)
+    low = r.fixed_points[0]
+    d0 = _protocol(low, ov.FixedPoint)
+    assert d0 == {"load": low.load, "timeout_fraction": low.timeout_fraction, "goodput": low.goodput,
+                  "stable": True}
+    assert str(low).startswith("stable fixed point at 5.107 attempts/s")
+    one = ov.retry_fixed_points(5.0, 0.1, 1.0, 0, grid=60)
+    assert "1 fixed point " in str(one) and "No first-attempt rate has two stable states" in str(one)
+    assert one.to_dict()["bistable_range"] == [None, None]
+
+
+def test_staircase_protocol():
+    f = ov.fit_staircase([1.0, 2.2, 2.9])
+    d = _protocol(f, ov.Staircase)
+    assert repr(f) == "Staircase(cost=0.95, offset=0.1333, max_residual=0.1667)"
+    assert d == {"cost": f.cost, "offset": f.offset, "max_residual": f.max_residual}
+    assert f.to_frame().shape == (1, 3)
+    assert "950 ms per request" in str(f)
+
+
+def test_replay_result_protocol():
+    """Counts checked against the simulator's own per-request table."""
+    r = ov.replay(pd.Series([5.0] * 20), 0.05, seed=1, limit=3)
+    d = _protocol(r, ov.ReplayResult)
+    req = r.run.requests
+    ok = int((req["outcome"] == "ok").sum())
+    assert d["requests"] == len(req) + r.rejected.size and d["rejected"] == r.rejected.size > 0
+    assert d["ok"] == ok and r.goodput == pytest.approx(ok / 20.0) and r.horizon == 20.0
+    assert r.timeout_fraction == d["timed_out"] / d["requests"]
+    pd.testing.assert_frame_equal(r.to_frame(), r.per_second)
+    assert "per_second" not in d and "run" not in d
+    assert repr(r) == f"ReplayResult(horizon=20, goodput={r.goodput:.4g}, timeout_fraction=0)"
+    assert f"{d['rejected']} rejected at once by the rate limit" in str(r)
+    assert f"{ok} answered within the timeout" in str(r)
