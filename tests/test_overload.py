@@ -582,7 +582,7 @@ def test_fluid_laws_signatures_show_only_the_new_names():
         params = list(inspect.signature(func).parameters)
         assert params[0] == "elapsed" and "u" not in params
     params = inspect.signature(ov.backlog).parameters
-    assert list(params)[0] == "arrival_rate" and "rate_series" not in params
+    assert next(iter(params)) == "arrival_rate" and "rate_series" not in params
 
 
 def test_backlog_old_parameter_rate_series_warns_and_means_arrival_rate():
