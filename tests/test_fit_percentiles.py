@@ -26,7 +26,7 @@ import pytest
 from capacity import Service, fcfs, ps
 from capacity.exceptions import FitWarning, IdentifiabilityWarning
 from capacity.fit import PercentileFit, from_percentiles
-from capacity.fit.percentiles import _lognormal_delay_quantiles
+from capacity.fit._model import lognormal_delay_quantiles
 from capacity.sim import simulate
 
 DATA = pathlib.Path(__file__).resolve().parents[1] / "data"
@@ -39,7 +39,7 @@ def _observe(service, rhos, discipline="fcfs", n=1_000_000, delay=0.0, qs=QS, se
     recs = []
     for i, rho in enumerate(rhos):
         lam = rho / service.mean
-        sim = simulate(lam, service, discipline, duration=n / lam, seed=seed + i)
+        sim = simulate(lam, service, discipline, horizon=n / lam, seed=seed + i)
         r = sim.requests["response"].to_numpy()
         r = r + delay
         recs.append({"percentiles": dict(zip(qs.tolist(), np.quantile(r, qs).tolist())),
@@ -91,7 +91,7 @@ def test_held_out_p99_against_simulation():
     svc = Service.lognormal(MEAN, 2.0)
     res, _ = _quiet(_observe(svc, [0.3, 0.6, 0.8], n=500_000), discipline="fcfs")
     lam = 0.9 / MEAN
-    sim = simulate(lam, svc, "fcfs", duration=4e6 / lam, seed=3).requests["response"].to_numpy()
+    sim = simulate(lam, svc, "fcfs", horizon=4e6 / lam, seed=3).requests["response"].to_numpy()
     assert abs(res.predict(0.99, lam) / np.quantile(sim, 0.99) - 1) < 0.10
 
 
@@ -145,8 +145,8 @@ def test_lognormal_delay_convolution_matches_monte_carlo():
     qs = np.array([0.5, 0.9, 0.99])
     mc = np.quantile(t + d, qs)
     svc = Service.exponential(np.array([[m]]))
-    got = _lognormal_delay_quantiles("fcfs", qs, np.full(3, lam), np.ones(3, dtype=np.int64), svc,
-                                     np.array([[0.03]]), np.array([[1.5]]), 1e-4, 30.0)[0]
+    got = lognormal_delay_quantiles("fcfs", qs, np.full(3, lam), np.ones(3, dtype=np.int64), svc,
+                                    np.array([[0.03]]), np.array([[1.5]]), 1e-4, 30.0)[0]
     np.testing.assert_allclose(got, mc, rtol=0.01)
 
 
@@ -160,7 +160,7 @@ def test_lognormal_delay_fit_recovers_cost():
     recs = []
     for i, rho in enumerate([0.3, 0.6, 0.8]):
         lam = rho / MEAN
-        r = simulate(lam, svc, "fcfs", duration=200_000 / lam, seed=20 + i).requests["response"].to_numpy()
+        r = simulate(lam, svc, "fcfs", horizon=200_000 / lam, seed=20 + i).requests["response"].to_numpy()
         r = r + dsvc.sample(r.size, rng)
         recs.append({"percentiles": dict(zip(QS.tolist(), np.quantile(r, QS))), "arrival_rate": lam})
     res, caught = _quiet(recs, discipline="fcfs", delay="lognormal")

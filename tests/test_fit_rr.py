@@ -28,7 +28,7 @@ def _observations(service: Service, rhos, n: int, seed: int) -> list[dict]:
     out = []
     for i, rho in enumerate(rhos):
         lam = rho / MEAN
-        r = simulate(lam, service, discipline="rr", slices=TRUE_K, duration=n / lam, seed=seed + i)
+        r = simulate(lam, service, discipline="rr", slices=TRUE_K, horizon=n / lam, seed=seed + i)
         resp = r.requests["response"].to_numpy()
         out.append({"percentiles": dict(zip(QS, np.quantile(resp, QS))), "arrival_rate": lam,
                     "n_requests": resp.size})

@@ -19,6 +19,12 @@ Subclasses call :meth:`_add_parameter`, :meth:`_set_quality`,
 :meth:`_add_table` and :meth:`_warn` while fitting, then
 :meth:`_emit_warnings` once, from the public function, so each warning points
 at the user's call site.
+
+A fit result follows the package's result protocol (:class:`capacity._result.Result`):
+``repr`` is one line (the model and the first estimates), ``str`` is the text
+:meth:`FitResult.print_summary` prints, ``to_frame()`` is :attr:`FitResult.summary`, and
+``to_dict()`` holds the parameters with their intervals, the fit quality, the warnings and
+the model description as JSON-ready Python.
 """
 from __future__ import annotations
 
@@ -30,6 +36,8 @@ from typing import Any, TextIO
 
 import numpy as np
 
+from .._result import Result, jsonable
+
 __all__ = ["FitResult"]
 
 
@@ -37,7 +45,7 @@ def _as_float(value: Any) -> float:
     return float(np.asarray(value, dtype=float))
 
 
-class FitResult:
+class FitResult(Result):
     """Base class of fitted models.
 
     Parameters
@@ -177,6 +185,34 @@ class FitResult:
                 buf.write(f"  - {message}\n")
         return buf.getvalue()
 
+    # ------------------------------------------------------------------ result protocol
     def __repr__(self) -> str:
         params = ", ".join(f"{k}={v[0]:.4g}" for k, v in list(self._rows.items())[:4])
         return f"<{type(self).__name__}: {self.model}; {params}>"
+
+    def __str__(self) -> str:
+        """The text :meth:`print_summary` prints (4 significant digits)."""
+        return self._format(4)
+
+    def to_frame(self):
+        """The parameters with their intervals: :attr:`summary`."""
+        return self.summary
+
+    def to_dict(self) -> dict:
+        """Parameters with intervals, fit quality, warnings and the model, as JSON-ready Python.
+
+        Keys: ``result`` (the class), ``model``, ``method``, ``confidence_level``,
+        ``n_observations``, the fit's own description (see ``_description``), ``parameters``
+        (name -> ``estimate``, ``lower``, ``upper``, ``unit``, ``note``), ``fit_quality`` and
+        ``warnings``.  Large tables (windows, comparisons) are left to the attributes.
+        """
+        parameters = {name: dict(zip(("estimate", "lower", "upper", "unit", "note"), row))
+                      for name, row in self._rows.items()}
+        return jsonable({"result": type(self).__name__, "model": self.model, "method": self.method,
+                         "confidence_level": self.confidence_level, "n_observations": self.n_observations,
+                         **self._description(), "parameters": parameters,
+                         "fit_quality": dict(self._quality), "warnings": list(self.warnings_)})
+
+    def _description(self) -> dict:
+        """What a subclass adds to :meth:`to_dict` to describe its model (settings, not tables)."""
+        return {}
