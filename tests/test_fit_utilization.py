@@ -232,21 +232,21 @@ def test_block_bootstrap_widens_interval_for_correlated_noise():
 @pytest.mark.parametrize(
     "kwargs, match",
     [
-        ({"qps": [1.0, 2.0], "cpu": [0.1, 0.2]}, "qps"),
-        ({"qps": [1.0, np.nan, 3.0], "cpu": [0.1, 0.2, 0.3]}, "qps"),
-        ({"qps": [1.0, 2.0, 3.0], "cpu": [0.1, np.nan, 0.3]}, "cpu"),
-        ({"qps": [1.0, -2.0, 3.0], "cpu": [0.1, 0.2, 0.3]}, "qps"),
-        ({"qps": [1.0, 2.0, 3.0], "cpu": [10.0, 20.0, 30.0]}, "percent"),
-        ({"qps": [1.0, 2.0, 3.0], "cpu": [0.1, 1.2, 0.3]}, "cpu"),
-        ({"qps": [1.0, 2.0, 3.0], "cpu": [0.1, -0.2, 0.3]}, "cpu"),
-        ({"qps": [1.0, 2.0, 3.0], "cpu": [0.1, 0.2]}, "cpu"),
-        ({"qps": [[1.0, 2.0, 3.0]], "cpu": [[0.1, 0.2, 0.3]]}, "qps"),
-        ({"qps": [1.0, 2.0, 3.0], "cpu": [0.1, 0.2, 0.3], "cores": 0}, "cores"),
-        ({"qps": [1.0, 2.0, 3.0], "cpu": [0.1, 0.2, 0.3], "confidence": 1.0}, "confidence"),
-        ({"qps": [1.0, 2.0, 3.0], "cpu": [0.1, 0.2, 0.3], "method": "ols"}, "method"),
-        ({"qps": [1.0, 2.0, 3.0], "cpu": [0.1, 0.2, 0.3], "background": 2.0}, "background"),
-        ({"qps": [1.0, 2.0, 3.0], "cpu": [0.1, 0.2, 0.3], "n_bootstrap": 10}, "n_bootstrap"),
-        ({"qps": [1.0, 2.0, 3.0], "cpu": [0.1, 0.2, 0.3], "block_size": 4}, "block_size"),
+        ({"arrival_rate": [1.0, 2.0], "utilization": [0.1, 0.2]}, "arrival_rate"),
+        ({"arrival_rate": [1.0, np.nan, 3.0], "utilization": [0.1, 0.2, 0.3]}, "arrival_rate"),
+        ({"arrival_rate": [1.0, 2.0, 3.0], "utilization": [0.1, np.nan, 0.3]}, "utilization"),
+        ({"arrival_rate": [1.0, -2.0, 3.0], "utilization": [0.1, 0.2, 0.3]}, "arrival_rate"),
+        ({"arrival_rate": [1.0, 2.0, 3.0], "utilization": [10.0, 20.0, 30.0]}, "percent"),
+        ({"arrival_rate": [1.0, 2.0, 3.0], "utilization": [0.1, 1.2, 0.3]}, "utilization"),
+        ({"arrival_rate": [1.0, 2.0, 3.0], "utilization": [0.1, -0.2, 0.3]}, "utilization"),
+        ({"arrival_rate": [1.0, 2.0, 3.0], "utilization": [0.1, 0.2]}, "utilization"),
+        ({"arrival_rate": [[1.0, 2.0, 3.0]], "utilization": [[0.1, 0.2, 0.3]]}, "arrival_rate"),
+        ({"arrival_rate": [1.0, 2.0, 3.0], "utilization": [0.1, 0.2, 0.3], "cores": 0}, "cores"),
+        ({"arrival_rate": [1.0, 2.0, 3.0], "utilization": [0.1, 0.2, 0.3], "confidence": 1.0}, "confidence"),
+        ({"arrival_rate": [1.0, 2.0, 3.0], "utilization": [0.1, 0.2, 0.3], "method": "ols"}, "method"),
+        ({"arrival_rate": [1.0, 2.0, 3.0], "utilization": [0.1, 0.2, 0.3], "background": 2.0}, "background"),
+        ({"arrival_rate": [1.0, 2.0, 3.0], "utilization": [0.1, 0.2, 0.3], "n_bootstrap": 10}, "n_bootstrap"),
+        ({"arrival_rate": [1.0, 2.0, 3.0], "utilization": [0.1, 0.2, 0.3], "block_size": 4}, "block_size"),
     ],
 )
 def test_bad_input_names_the_parameter(kwargs, match):
@@ -295,5 +295,5 @@ def test_single_qps_level_with_bootstrap_is_clean():
 
 
 def test_no_traffic_at_all_is_an_error():
-    with pytest.raises(ValueError, match="qps"):
+    with pytest.raises(ValueError, match="arrival_rate"):
         from_utilization([0.0, 0.0, 0.0], [0.1, 0.1, 0.1])

@@ -261,7 +261,7 @@ def latency_law_warnings(sweep) -> Warnings:
         return []
     return [(FitWarning,
              (f"mean_response exceeds users/throughput by up to {-worst:.0%}: the response-time "
-              "law R = N/X - Z needs Z >= 0; were throughput and response time measured over the same "
+              "law R = N/X - Z needs Z >= 0; were throughput and latency measured over the same "
               "window, and does throughput count every completed request?"))]
 
 
