@@ -67,7 +67,7 @@ def noisy_sweep(seed: int, noise: float = 0.01):
     curve = mva(D_TRUE, Z_TRUE, int(USERS.max()))
     rng = np.random.default_rng(seed)
     x = curve.throughput[USERS - 1] * (1 + noise * rng.standard_normal(USERS.size))
-    r = curve.response_time[USERS - 1] * (1 + noise * rng.standard_normal(USERS.size))
+    r = curve.response[USERS - 1] * (1 + noise * rng.standard_normal(USERS.size))
     return x, r
 
 
@@ -90,7 +90,7 @@ def test_mva_recovers_demand_and_think_time_from_noisy_sweep():
 
 def test_mva_exact_sweep_and_fixed_think_time():
     curve = mva(D_TRUE, Z_TRUE, 160)
-    x, r = curve.throughput[USERS - 1], curve.response_time[USERS - 1]
+    x, r = curve.throughput[USERS - 1], curve.response[USERS - 1]
     fit = from_loadtest(USERS, x, r, model="mva")
     assert fit.demand_ == pytest.approx(D_TRUE, rel=1e-6)
     assert fit.think_time_ == pytest.approx(Z_TRUE, rel=1e-6)
@@ -125,7 +125,7 @@ def test_closed_vs_open_numbers_in_docstring():
     """Docstring example: D = 10 ms, Z = 90 ms, N = 15 -> X = 98.0/s, R = 63 ms; an open
     Poisson stream at the same rate through one PS station has R = D / (1 - X D) = 0.50 s."""
     curve = mva(0.010, 0.090, 20)
-    x15, r15 = curve.throughput[14], curve.response_time[14]
+    x15, r15 = curve.throughput[14], curve.response[14]
     assert round(float(x15), 1) == 98.0 and round(float(r15) * 1e3) == 63
     assert 0.010 / (1 - x15 * 0.010) == pytest.approx(0.50, abs=0.005)
     assert 0.010 / (1 - curve.throughput[19] * 0.010) == pytest.approx(16.2, abs=0.1)
@@ -191,15 +191,15 @@ def test_order_of_runs_does_not_matter():
 @pytest.mark.parametrize(
     "args, kwargs, match",
     [
-        (([1, 10], [5.0, 40.0]), {"model": "usl"}, "concurrency"),
-        (([1, 10, 10], [5.0, 40.0, 41.0]), {"model": "both"}, "concurrency"),
-        (([4, 4], [5.0, 5.1]), {"model": "mva"}, "concurrency"),
-        (([1, 2.5, 10], [5.0, 9.0, 40.0]), {"model": "mva"}, "concurrency"),
-        (([0, 2, 10], [5.0, 9.0, 40.0]), {}, "concurrency"),
+        (([1, 10], [5.0, 40.0]), {"model": "usl"}, "users"),
+        (([1, 10, 10], [5.0, 40.0, 41.0]), {"model": "both"}, "users"),
+        (([4, 4], [5.0, 5.1]), {"model": "mva"}, "users"),
+        (([1, 2.5, 10], [5.0, 9.0, 40.0]), {"model": "mva"}, "users"),
+        (([0, 2, 10], [5.0, 9.0, 40.0]), {}, "users"),
         (([1, 2, 10], [5.0, -9.0, 40.0]), {}, "throughput"),
         (([1, 2, 10], [5.0, np.nan, 40.0]), {}, "throughput"),
         (([1, 2, 10], [5.0, 9.0]), {}, "throughput"),
-        (([1, 2, 10], [5.0, 9.0, 40.0], [0.1, 0.0, 0.2]), {}, "mean_latency"),
+        (([1, 2, 10], [5.0, 9.0, 40.0], [0.1, 0.0, 0.2]), {}, "mean_response"),
         (([1, 2, 10], [5.0, 9.0, 40.0]), {"think_time": -1.0}, "think_time"),
         (([1, 2, 10], [5.0, 9.0, 40.0]), {"model": "amdahl"}, "model"),
         (([1, 2, 10], [5.0, 9.0, 40.0]), {"confidence": 0.0}, "confidence"),
