@@ -27,6 +27,7 @@ __all__ = [
     "mva_warnings",
     "r2",
     "sensitivity",
+    "skipped_endpoint_warnings",
     "slices_warnings",
     "solver_warnings",
     "usl_warnings",
@@ -191,6 +192,15 @@ def log_warnings(log, timing: str, fit_width: float) -> Warnings:
                                  "the queue does not settle within a window, so per-window load bins are "
                                  "unreliable; use longer windows")))
     return out
+
+
+def skipped_endpoint_warnings(skipped: list, min_requests: int) -> Warnings:
+    """Endpoints with too few requests to fit."""
+    if not skipped:
+        return []
+    return [(IdentifiabilityWarning,
+             f"{len(skipped)} endpoint(s) have fewer than {min_requests} requests and were not fitted: "
+             + ", ".join(skipped[:5]) + (" ..." if len(skipped) > 5 else ""))]
 
 
 # ---------------------------------------------------------------------- utilisation windows

@@ -366,8 +366,9 @@ def check_request_options(df, time_is, timing, bins, min_requests, quantiles, fi
     """Check the settings of :func:`capacity.fit.from_requests`; returns the sorted quantiles."""
     import pandas as pd
 
-    if not isinstance(df, pd.DataFrame):
-        raise ValueError(f"df must be a pandas DataFrame of per-request records, got {type(df).__name__}")
+    if not isinstance(df, pd.DataFrame):  # a ValueError like every other bad input of the fits
+        raise ValueError(  # noqa: TRY004
+            f"df must be a pandas DataFrame of per-request records, got {type(df).__name__}")
     if len(df) == 0:
         raise ValueError("df has no rows")
     if time_is not in ("end", "start"):
