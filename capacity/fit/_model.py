@@ -125,8 +125,10 @@ def lognormal_delay_quantiles(discipline, q, lam, servers, svc, d_mean, d_scv, t
     for j in range(lam_u.size):      # few distinct loads; vectorised over K, grid and nodes
         ls = logsf[:, j, :]
         v = ls[kk, i0] * (1 - fr) + ls[kk, np.minimum(i0 + 1, tg.size - 1)] * fr
-        # Beyond the grid, extend the log-sf linearly in t (exponential tail of a stable queue).
-        slope = (ls[:, -1] - ls[:, -2]) / (tg[-1] - tg[-2])
+        # Beyond the grid, extend the log-sf linearly in t (exponential tail of a stable queue);
+        # never upward: far in the tail the sf is round-off (1e-13 after exact zeros), whose
+        # log can rise, and a rising line would overflow.
+        slope = np.minimum((ls[:, -1] - ls[:, -2]) / (tg[-1] - tg[-2]), 0.0)
         beyond = y > tg[-1]
         v = np.where(beyond, ls[:, -1][:, None, None] + slope[:, None, None] * (y - tg[-1]), v)
         f = np.where(y > t_lo, -np.expm1(v), 0.0)
