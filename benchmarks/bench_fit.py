@@ -1,6 +1,8 @@
-"""Timing of capacity.fit.from_percentiles (run: python benchmarks/bench_fit.py).
+"""Timing of capacity.fit (run: python benchmarks/bench_fit.py).
 
-Prints wall times (best of N, ms) of one fit of four percentiles (p50/p90/p99/p99.9):
+The fits' docstrings state no machine timings; this script measures them on your machine.
+
+Prints wall times (best of N, ms) of one from_percentiles fit of four percentiles (p50/p90/p99/p99.9):
 * FCFS, lognormal CPU (mean, scv free) at one load and at three loads jointly;
 * FCFS, lognormal CPU plus a constant delay;
 * PS, exponential CPU (mean free);
@@ -9,6 +11,11 @@ against the issue's target (100 ms per fit), and a naive baseline in the same pr
 scipy.optimize.minimize(method="Nelder-Mead") on the same objective with one scalar
 forward call per percentile to the public quantile functions (no batching, no Jacobian,
 no FCFS table; start at mean = p50, scv = 1).
+
+Also one FCFS fit on two cores (M/G/c); then the cases computed point by point, one forward
+evaluation of the queue model each (a fit takes tens of them): PS with gamma and
+hyperexponential CPU; and one from_utilization fit of 20,000 windows with 1000 bootstrap
+resamples (Huber).
 """
 from __future__ import annotations
 
@@ -66,6 +73,7 @@ def main() -> None:
     delayed = {q: t + 0.02 for q, t in one.items()}
     ps_exp = dict(zip(Q.tolist(), ps.response_quantile(Q, LAM, Service.exponential(MEAN))))
     ps_ln = dict(zip(Q.tolist(), ps.response_quantile(Q, LAM, svc)))
+    two_cores = dict(zip(Q.tolist(), fcfs.response_quantile(Q, 2 * LAM, svc, 2)))
 
     from_percentiles(one, LAM, discipline="fcfs")          # warm-up (imports, caches)
     rows = []
@@ -77,6 +85,8 @@ def main() -> None:
          lambda: from_percentiles(delayed, LAM, discipline="fcfs", delay="constant"), 5),
         ("PS exponential, 1 load", lambda: from_percentiles(ps_exp, LAM, family="exponential"), 5),
         ("PS lognormal, 1 load", lambda: from_percentiles(ps_ln, LAM, family="lognormal"), 5),
+        ("FCFS lognormal, 2 cores",
+         lambda: from_percentiles(two_cores, 2 * LAM, servers=2, discipline="fcfs"), 5),
     ]
     for name, func, rep in cases:
         ms, res = best_ms(func, rep)
@@ -96,6 +106,34 @@ def main() -> None:
     ms_l, (m_l, nfev_l) = best_ms(lambda: naive_fit(ps_ln, LAM, ps.response_quantile, "lognormal"), 1)
     print(f"  PS lognormal, 1 load        {ms_l:9.1f} ms   E[S] = {1e3 * m_l:.3f} ms, "
           f"{nfev_l} evaluations; ratio = {ms_l / rows[4][1]:.1f}x")
+
+    slow_models()
+    utilization_fit()
+
+
+def slow_models() -> None:
+    """One batched forward evaluation (4 percentiles) of the models without a shipped table."""
+    from capacity.fit._model import QueueModel
+
+    print("\none forward evaluation of the model (4 percentiles), computed point by point")
+    cases = [("PS gamma, scv 3", QueueModel("ps", "gamma"), 3.0),
+             ("PS hyperexponential, scv 4", QueueModel("ps", "hyperexponential"), 4.0)]
+    for name, model, scv in cases:
+        params = {"mean": np.array([MEAN]), "scv": np.array([scv])}
+        lam, srv = np.full(Q.size, LAM), np.ones(Q.size, dtype=np.int64)
+        ms, _ = best_ms(lambda m=model, p=params, r=lam, c=srv: m.quantiles(p, Q, r, c), 2)
+        print(f"  {name:28s} {ms:9.1f} ms")
+
+
+def utilization_fit() -> None:
+    from capacity.fit import from_utilization
+
+    rng = np.random.default_rng(0)
+    rate = rng.uniform(5, 50, 20_000)
+    busy = np.clip(0.05 + 0.012 * rate + rng.normal(0, 0.02, rate.size), 0, 1)
+    ms, _ = best_ms(lambda: from_utilization(rate, busy, n_bootstrap=1000), 1)
+    print(f"\nfrom_utilization, 20,000 windows, 1000 bootstrap resamples (Huber): {ms / 1e3:.1f} s")
+
 
 if __name__ == "__main__":
     main()

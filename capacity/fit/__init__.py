@@ -3,7 +3,17 @@
 Every fit returns a result object (lifelines style): fitted values end in
 ``_``, ``summary`` is a DataFrame of estimates with confidence intervals,
 ``print_summary()`` prints it with the fit quality, and ``warnings_`` lists
-the caveats emitted as :mod:`capacity.exceptions` warnings.
+the caveats emitted as :mod:`capacity.exceptions` warnings.  Results follow the
+package's result protocol: short ``repr``, ``str`` (the printed summary),
+``to_frame()`` (the summary) and ``to_dict()`` (JSON-ready).
+
+Each public ``from_*`` is a short pipeline over private layers, one module each:
+``_inputs`` (check and parse what the user gives into typed records), ``_model``
+(the forward models a fit inverts: the open queue with its one fcfs/ps/rr dispatch,
+MVA, the USL), ``_solve`` (search space, bounds, starting points, least squares and
+robust lines), ``_intervals`` (delta method, profile, Gauss-Newton, bootstrap),
+``_diagnostics`` (fit quality, residual tables, warnings) and ``_result``
+(:class:`FitResult`).
 """
 from ._result import FitResult
 from .loadtest import LoadTestFit, from_loadtest

@@ -287,11 +287,11 @@ def from_percentiles(
     5, 5, 13, consistent range always containing 5 and excluding 1.
 
     Speed: each fit is a few batched evaluations of the queue model (the
-    number is ``n_function_evaluations_``); PS with gamma or hyperexponential
-    CPU, and FCFS on several cores (M/G/c), are computed point by point and
-    are much slower.  ``benchmarks/bench_fit.py`` measures the cases on your
-    machine, against a naive fit (Nelder-Mead, one scalar call per percentile
-    to the public quantile functions).
+    number is ``n_function_evaluations_``); PS and rr with gamma or
+    hyperexponential CPU are computed point by point, and are much slower.
+    ``benchmarks/bench_fit.py`` measures the cases on your machine, against a
+    naive fit (Nelder-Mead, one scalar call per percentile to the public
+    quantile functions).
 
     References
     ----------
