@@ -14,7 +14,8 @@ Queueing models of a backend service, in seconds and requests per second:
 - :mod:`capacity.incident` -- the seed incident: its traffic reconstructed, replayed, and fixes compared;
 - :mod:`capacity.fit` -- per-request CPU cost from percentiles, logs, utilisation and load tests;
 - :mod:`capacity.logs` -- nginx and per-request log readers;
-- :mod:`capacity.plan` -- QPS ceiling, servers needed, timeout-safe rates.
+- :mod:`capacity.plan` -- QPS ceiling, servers needed, timeout-safe rates;
+- :mod:`capacity.units` -- ``25ms``, ``300qps``, ``p99.9=2s`` read into seconds and requests/s, and written back.
 
 ``fcfs`` and ``ps`` offer the same functions (``mean_response``,
 ``response_quantile``, ``response_sf``, ...), so they are used through their
@@ -31,7 +32,7 @@ from .erlang import erlang_b, erlang_c, sqrt_staffing
 
 # Heavier modules (sympy, pandas-based simulation, fitting, planning) load on
 # first use, so `capacity --version` and the formulas start quickly.
-_LAZY_MODULES = {"fit", "incident", "logs", "overload", "plan", "sim", "symbolic"}
+_LAZY_MODULES = {"fit", "incident", "logs", "overload", "plan", "sim", "symbolic", "units"}
 
 
 def __getattr__(name: str) -> Any:
@@ -54,6 +55,7 @@ __all__ = [
     "erlang_c",
     "fcfs",
     "fit",
+    "incident",
     "logs",
     "mva",
     "overload",
@@ -64,4 +66,5 @@ __all__ = [
     "simulate",
     "sqrt_staffing",
     "symbolic",
+    "units",
 ]

@@ -27,7 +27,7 @@ RENAMES = GLOSSARY[GLOSSARY.index("## Renamed in this release"):]
 
 PUBLIC_MODULES = [
     "capacity", "capacity.closed", "capacity.distributions", "capacity.erlang", "capacity.fcfs",
-    "capacity.fit", "capacity.logs", "capacity.overload", "capacity.plan", "capacity.ps", "capacity.rr",
+    "capacity.fit", "capacity.incident", "capacity.logs", "capacity.overload", "capacity.plan", "capacity.ps", "capacity.rr",
     "capacity.sim", "capacity.symbolic", "capacity.units", "capacity.phasetype",
 ]
 
