@@ -36,7 +36,7 @@ def test_usl_reproduces_r_usl_package_on_specsdm91():
     assert fit.sigma_ == pytest.approx(0.0277285, rel=0.01)
     assert fit.kappa_ == pytest.approx(0.0001044, rel=0.01)
     assert fit.lambda1_ == pytest.approx(89.9952382, rel=0.01)
-    assert fit.peak_concurrency_ == pytest.approx(96.5, rel=0.01)
+    assert fit.peak_users_ == pytest.approx(96.5, rel=0.01)
     # Standard errors as in the R summary (nls, Gauss-Newton covariance).
     s = fit.summary
     t = 2.7764451  # Student t, 4 df, 97.5 % (tables)
@@ -51,10 +51,10 @@ def test_usl_peak_is_the_argmax_of_the_curve():
     fit = from_loadtest(SDM91_LOAD, SDM91_TPUT, model="usl")
     grid = np.arange(1, 400, 0.01)
     curve = fit.predict(grid)["usl_throughput"].to_numpy()
-    assert grid[np.argmax(curve)] == pytest.approx(fit.peak_concurrency_, abs=0.01)
+    assert grid[np.argmax(curve)] == pytest.approx(fit.peak_users_, abs=0.01)
     assert curve.max() == pytest.approx(fit.peak_throughput_, rel=1e-9)
-    lo, hi = fit.summary.loc["peak_concurrency", ["lower", "upper"]]
-    assert lo < fit.peak_concurrency_ < hi
+    lo, hi = fit.summary.loc["peak_users", ["lower", "upper"]]
+    assert lo < fit.peak_users_ < hi
     assert fit.open_loop_capacity_qps_ == fit.peak_throughput_
 
 
@@ -100,7 +100,7 @@ def test_mva_exact_sweep_and_fixed_think_time():
     pred = fit.predict([1, 160])
     # One user: X = 1 / (D + Z), R = D (hand arithmetic).
     assert pred["mva_throughput"].iloc[0] == pytest.approx(1 / (D_TRUE + Z_TRUE), rel=1e-6)
-    assert pred["mva_latency"].iloc[0] == pytest.approx(D_TRUE, rel=1e-6)
+    assert pred["mva_response"].iloc[0] == pytest.approx(D_TRUE, rel=1e-6)
 
 
 def test_ab_sweep_without_think_time():
@@ -116,7 +116,7 @@ def test_both_models_and_open_loop_capacity_is_the_smaller():
     assert fit.open_loop_capacity_qps_ == min(1 / fit.demand_, fit.peak_throughput_)
     table = fit.tables_["observed vs model"]
     assert list(table.columns) == [
-        "concurrency", "throughput", "mva_throughput", "mva_latency", "usl_throughput"
+        "users", "throughput", "mva_throughput", "mva_response", "usl_throughput"
     ]
 
 
@@ -137,7 +137,7 @@ def test_linear_sweep_cannot_locate_usl_peak():
     x = 100 * n * (1 + 0.002 * np.random.default_rng(0).standard_normal(5))
     with pytest.warns(IdentifiabilityWarning, match="kappa"):
         fit = from_loadtest(n, x, model="usl")
-    assert fit.summary.loc["peak_concurrency", "upper"] == np.inf or np.isinf(fit.peak_concurrency_)
+    assert fit.summary.loc["peak_users", "upper"] == np.inf or np.isinf(fit.peak_users_)
 
 
 def test_low_load_sweep_confounds_demand_and_think_time():
@@ -230,3 +230,14 @@ def test_usl_recovers_noiseless_curves(lam, sigma, kappa):
     assert fit.sigma_ == pytest.approx(sigma, rel=1e-3, abs=1e-6)
     assert fit.kappa_ == pytest.approx(kappa, rel=1e-3)
     assert fit.peak_throughput_ >= x.max() * (1 - 1e-9)
+
+
+@pytest.mark.parametrize("old, new", [("concurrency", "users"), ("mean_latency", "mean_response"),
+                                      ("peak_concurrency_", "peak_users_")])
+def test_old_loadtest_attribute_names_warn_and_still_work(old, new):
+    users = np.array([1, 2, 4, 8, 16, 32])
+    x = users / (0.01 * users + 0.05 + 0.0005 * users * (users - 1))  # any smooth sweep that peaks
+    fit = from_loadtest(users, x, model="usl")
+    with pytest.warns(DeprecationWarning, match=f"LoadTestFit.{old} is now .{new}"):
+        value = getattr(fit, old)
+    np.testing.assert_array_equal(value, getattr(fit, new))

@@ -319,5 +319,5 @@ def usl_warnings(sol, nrmse: float, has_cov: bool, kappa_lower: float) -> Warnin
     if has_cov and not kappa_lower > 0:
         out.append((IdentifiabilityWarning,
                     ("USL: kappa is not significantly above zero, so these data do not locate a throughput "
-                     "peak (peak_concurrency has no upper bound); test at higher concurrency")))
+                     "peak (peak_users has no upper bound); test at higher concurrency")))
     return out
