@@ -8,7 +8,7 @@ after the kernel had put the slider back, and the panel ended on SLO 300 ms and 
 not show it (it runs the notebook before any view exists), so this test drives
 JupyterLab itself.
 
-A temporary copy of the notebook is served by ``jupyter lab`` on 127.0.0.1 (a free
+A temporary copy of the notebook (and of ``data/``, which it reads) is served by ``jupyter lab`` on 127.0.0.1 (a free
 port, a random token, ``--no-browser``, its own config, runtime, settings and
 workspace directories), opened in headless Chromium driven by Playwright, and run
 with the ``notebook:restart-run-all`` command (the menu's *Restart Kernel and Run
@@ -72,6 +72,7 @@ def lab(tmp_path):
     root = tmp_path / "root"
     (root / "notebooks").mkdir(parents=True)
     shutil.copy(NOTEBOOK, root / "notebooks" / NOTEBOOK.name)
+    shutil.copytree(ROOT / "data", root / "data")   # the notebook reads ../data, as in the repository
     port, token = _free_port(), secrets.token_hex(16)
     env = dict(os.environ)
     # The "python3" kernelspec starts `python` from PATH: make it this interpreter.
@@ -160,8 +161,13 @@ def test_notebook_02_restart_and_run_all_shows_the_default_state(lab, tmp_path):
             page.evaluate("() => { window.__capacityRun = null; window.jupyterapp.commands"
                           ".execute('notebook:restart-run-all').then(r => { window.__capacityRun = r; }); }")
             page.locator(".jp-Dialog .jp-mod-accept").click(timeout=OPEN_TIMEOUT_MS)   # "Restart Kernel?"
-            page.wait_for_function(f"() => window.__capacityRun === true && {_KERNEL}.status === 'idle'",
+            page.wait_for_function(f"() => window.__capacityRun !== null && {_KERNEL}.status === 'idle'",
                                    timeout=RUN_TIMEOUT_MS)
+            # A cell that raised ends the run with false: say which error, not "timeout".
+            errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
+            assert page.evaluate("() => window.__capacityRun") is True, (
+                "Restart and Run All stopped on an error: "
+                + " | ".join(errors.nth(i).text_content()[-1500:] for i in range(errors.count())))
             page.wait_for_selector(".capacity-readout [data-key='ceiling_qps']", timeout=RUN_TIMEOUT_MS)
             # The browser answers each slider's value with the one it snapped to; let those answers land
             # (each runs the panel's callback once more) and the kernel fall idle again.
