@@ -37,7 +37,7 @@ Quantile by quantile (and for the mean) the response time is interpolated
 between FCFS (``k = 1``) and a large-``k`` limit ``L``::
 
     T_k = T_FCFS + g(k) (L - T_FCFS),      g(k) = 1 - k^(-beta)
-    L   = T_PS + gamma * scv * (T_PS - E[S]) * (1 + delta * rho)
+    L   = T_PS + gamma * scv * max(T_PS - E[S], 0) * (1 + delta * rho)
 
 where ``T_PS`` is the PS value (:mod:`capacity.ps`) of the same statistic
 and ``scv`` the squared coefficient of variation of the service time.  For
@@ -316,7 +316,12 @@ def _fifo(t_f: np.ndarray, t_p: np.ndarray, es: np.ndarray, rho: np.ndarray, scv
     values (see the module docstring).  Shared with ``tools/calibrate_rr.py``, which fits ``params``."""
     g, excess = _weights(k, rho, scv, params)
     with np.errstate(invalid="ignore"):
-        limit = t_p + excess * (t_p - es)
+        # The size-weighted limit is slower than PS for the large requests that make up a tail.
+        # Below the mean service time (low quantiles, light load) the calibrated term would turn
+        # negative and, times a large scv, push the quantile below zero; a request is never
+        # faster than under PS there, so the excess stops at 0 (L >= T_PS >= the service's own
+        # quantile, and T_k, between T_FCFS and L, keeps that bound).
+        limit = t_p + excess * np.maximum(t_p - es, 0.0)
         return t_f + g * (limit - t_f)
 
 

@@ -16,6 +16,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from capacity import Service, fcfs, ps, rr
 from capacity.sim import simulate
@@ -272,3 +274,35 @@ def test_bad_admission_in_formulas():
     with pytest.raises(ValueError, match="admission"):
         rr.response_quantile(0.9, 0.5, 1.0, slices=2, admission=None)
     assert rr.ADMISSIONS == ("fifo", "idle")
+
+
+# ---------------------------------------------------------------------------- properties
+# Every request's response is at least its own CPU time plus its (k - 1) gaps (T >= S path by
+# path), so each response quantile is at least the service's quantile of the same level plus the
+# gaps, and never negative.  The reproducers: the blend's limit term went negative below E[S].
+@pytest.mark.parametrize("q, lam, service, k, bound", [
+    (0.01, 0.5, Service.exponential(1.0), 2, Service.exponential(1.0).ppf(0.01)),
+    (0.5, 0.01, Service.erlang(1.0, 4), 16, Service.erlang(1.0, 4).ppf(0.5)),
+])
+def test_quantile_reproducers_are_above_the_service_quantile(q, lam, service, k, bound):
+    assert rr.response_quantile(q, lam, service, slices=k) >= bound
+
+
+_FAMILIES = {
+    "exponential": lambda scv: Service.exponential(1.0),
+    "deterministic": lambda scv: Service.deterministic(1.0),
+    "erlang": lambda scv: Service.erlang(1.0, max(1, int(round(1.0 / scv)))),
+    "hyperexponential": lambda scv: Service.hyperexponential(1.0, 1.0 + 4.0 * scv),
+}
+
+
+@settings(max_examples=60, deadline=None)
+@given(family=st.sampled_from(sorted(_FAMILIES)), scv=st.floats(0.05, 1.0),
+       q=st.floats(1e-4, 1.0 - 1e-6), rho=st.floats(1e-6, 0.99), k=st.integers(2, 50),
+       gap=st.sampled_from([0.0, 0.01, 0.3]), admission=st.sampled_from(["fifo", "idle"]))
+def test_quantile_is_at_least_the_service_quantile_plus_gaps(family, scv, q, rho, k, gap, admission):
+    service = _FAMILIES[family](scv)
+    got = rr.response_quantile(q, rho / service.mean, service, slices=k, slice_delay=gap, admission=admission)
+    floor = service.ppf(q) + (k - 1) * gap
+    assert got >= 0.0
+    assert got >= floor * (1.0 - 1e-6), (got, floor)   # 1e-6: the PS transform inversion's accuracy
