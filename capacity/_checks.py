@@ -8,6 +8,7 @@ words of each message are the same wherever the parameter appears: a choice is
 """
 from __future__ import annotations
 
+import itertools
 import numbers
 from typing import Any, Iterable
 
@@ -18,6 +19,7 @@ __all__ = [
     "DISCIPLINES",
     "as_float_array",
     "check_admission",
+    "check_broadcast",
     "check_choice",
     "check_count",
     "check_discipline",
@@ -98,10 +100,29 @@ def _first_bad(arr: np.ndarray, bad: np.ndarray) -> object:
     return arr[bad].flat[0].item() if arr.ndim else arr.item()
 
 
+def _holds_text(value) -> bool:
+    """True for a string, or an array or sequence holding one (numpy would parse ``"5"`` as 5.0)."""
+    if isinstance(value, (str, bytes, np.str_, np.bytes_)):
+        return True
+    if isinstance(value, (numbers.Number, np.generic)):
+        return False
+    try:
+        raw = np.asarray(value)
+    except (TypeError, ValueError):
+        return False
+    if raw.dtype.kind in "US":
+        return True
+    return raw.dtype == object and any(isinstance(v, (str, bytes)) for v in raw.flat)
+
+
 def as_float_array(value, name: str) -> np.ndarray:
     """Convert to a float array, rejecting booleans, strings and NaN."""
     if isinstance(value, (bool, np.bool_)):
         raise ValueError(f"{name} must be a number, got {value!r}")
+    if _holds_text(value):
+        # A planning script that passes "5" has read a number from text and not converted it:
+        # say so instead of quietly parsing (and, for "5ms", failing with numpy's words).
+        raise ValueError(f"{name} must be a number or an array of numbers, not text; got {value!r}")
     try:
         arr = np.asarray(value, dtype=float)
     except (TypeError, ValueError):
@@ -112,6 +133,27 @@ def as_float_array(value, name: str) -> np.ndarray:
     if nan.any():
         raise ValueError(f"{name} must not be NaN, got {value!r}")
     return arr
+
+
+def check_broadcast(**arrays) -> tuple[int, ...]:
+    """The broadcast shape of the named arrays, or ``ValueError`` naming the two that clash.
+
+    numpy's own message ("Mismatch is between arg 0 with shape (3,) and arg 2 with shape (2,)")
+    names no parameter; this one says ``arrival_rate has shape (3,) and servers has shape (2,)``.
+    """
+    shapes = {name: np.shape(value) for name, value in arrays.items()}
+    try:
+        return np.broadcast_shapes(*shapes.values())
+    except ValueError:
+        pass
+    # Shapes broadcast together iff every pair does (per axis: sizes equal or 1), so a clash is a pair.
+    for (a, sa), (b, sb) in itertools.combinations(shapes.items(), 2):
+        try:
+            np.broadcast_shapes(sa, sb)
+        except ValueError:
+            raise ValueError(f"{b} has shape {sb} and {a} has shape {sa}: their shapes do not broadcast "
+                             f"(use arrays of equal length, or a scalar)") from None
+    raise AssertionError("unreachable")  # pragma: no cover - broadcast_shapes failed above
 
 
 def check_positive(value, name: str, *, allow_inf: bool = False) -> np.ndarray:

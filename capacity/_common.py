@@ -6,7 +6,7 @@ from typing import Callable
 
 import numpy as np
 
-from ._checks import check_nonnegative, check_servers
+from ._checks import check_broadcast, check_nonnegative, check_servers
 from .distributions import Service, as_service
 
 __all__ = ["QueueInputs", "prepare", "solve_increasing"]
@@ -29,7 +29,7 @@ class QueueInputs:
         self.service: Service = as_service(service)
         self.servers = check_servers(servers)
         self.mean_service = np.asarray(self.service.mean, dtype=float)
-        self.shape = np.broadcast_shapes(self.arrival_rate.shape, self.servers.shape, self.mean_service.shape)
+        self.shape = check_broadcast(arrival_rate=self.arrival_rate, servers=self.servers, service=self.mean_service)
         self.offered_load = self.arrival_rate * self.mean_service
         self.utilization = self.offered_load / self.servers
         self.stable = self.utilization < 1

@@ -29,7 +29,7 @@ from typing import Any, Callable
 import numpy as np
 from scipy import special, stats
 
-from ._checks import as_float_array, check_positive, check_quantile, scalar_out
+from ._checks import as_float_array, check_broadcast, check_positive, check_quantile, scalar_out
 
 __all__ = ["Service", "as_service"]
 
@@ -111,7 +111,7 @@ class Service:
         if np.any(k_arr != np.round(k_arr)):
             bad = k_arr[k_arr != np.round(k_arr)].flat[0].item() if k_arr.ndim else k_arr.item()
             raise ValueError(f"k must be a positive integer, got {bad!r}")
-        shape = np.broadcast(m, k_arr).shape
+        shape = check_broadcast(mean=m, k=k_arr)
         m, k_arr = np.broadcast_to(m, shape), np.broadcast_to(k_arr, shape)
         return cls("erlang", {"mean": m, "k": k_arr},
                    frozen=lambda: stats.gamma(a=k_arr, scale=m / k_arr))
@@ -121,7 +121,7 @@ class Service:
         """Gamma service time with the given mean and scv (shape 1/scv)."""
         m = check_positive(mean, "mean")
         c2 = check_positive(scv, "scv")
-        shape = np.broadcast(m, c2).shape
+        shape = check_broadcast(mean=m, scv=c2)
         m, c2 = np.broadcast_to(m, shape), np.broadcast_to(c2, shape)
         return cls("gamma", {"mean": m, "scv": c2},
                    frozen=lambda: stats.gamma(a=1.0 / c2, scale=m * c2))
@@ -134,7 +134,7 @@ class Service:
         """
         m = check_positive(mean, "mean")
         c2 = check_positive(scv, "scv")
-        shape = np.broadcast(m, c2).shape
+        shape = check_broadcast(mean=m, scv=c2)
         m, c2 = np.broadcast_to(m, shape), np.broadcast_to(c2, shape)
         sigma = np.sqrt(np.log1p(c2))
         scale = m * np.exp(-0.5 * sigma**2)
@@ -160,7 +160,7 @@ class Service:
         if np.any(c2 < 1):
             bad = c2[c2 < 1].flat[0].item() if c2.ndim else c2.item()
             raise ValueError(f"scv must be >= 1 for a hyperexponential service, got {bad!r}")
-        shape = np.broadcast(m, c2).shape
+        shape = check_broadcast(mean=m, scv=c2)
         m, c2 = np.broadcast_to(m, shape), np.broadcast_to(c2, shape)
         p = 0.5 * (1.0 + np.sqrt((c2 - 1.0) / (c2 + 1.0)))
         return cls("hyperexponential", {"mean": m, "scv": c2, "p": p,
@@ -239,11 +239,11 @@ class Service:
         if family == "deterministic":
             if np.any(c2 != 0):
                 raise ValueError(f"scv must be 0 for the deterministic family, got {scv!r}")
-            return cls.deterministic(np.broadcast_to(m, np.broadcast_shapes(m.shape, c2.shape)))
+            return cls.deterministic(np.broadcast_to(m, check_broadcast(mean=m, scv=c2)))
         if family == "exponential":
             if np.any(c2 != 1):
                 raise ValueError(f"scv must be 1 for the exponential family, got {scv!r}")
-            return cls.exponential(np.broadcast_to(m, np.broadcast_shapes(m.shape, c2.shape)))
+            return cls.exponential(np.broadcast_to(m, check_broadcast(mean=m, scv=c2)))
         if np.any(c2 <= 0):
             raise ValueError(f"scv must be > 0 for the {family} family, got {scv!r}")
         if family == "erlang":

@@ -69,7 +69,7 @@ from typing import Any
 import numpy as np
 from scipy import special
 
-from ._checks import as_float_array, check_nonnegative, check_servers, scalar_out
+from ._checks import as_float_array, check_broadcast, check_nonnegative, check_servers, scalar_out
 
 __all__ = ["erlang_b", "erlang_c", "sqrt_staffing"]
 
@@ -641,6 +641,7 @@ def _erlang(servers, offered_load, want_c: bool) -> np.ndarray:
         if check:
             check_servers(servers, "servers")
             check_nonnegative(offered_load, "offered_load")
+        check_broadcast(servers=c, offered_load=a)  # raises, naming both
         raise
     c = np.broadcast_to(c, shape).ravel()
     a = np.broadcast_to(a, shape).ravel()

@@ -234,7 +234,7 @@ from typing import Any
 import numpy as np
 
 from . import fcfs, ps
-from ._checks import ADMISSIONS, check_choice, check_nonnegative, check_quantile, check_servers, scalar_out
+from ._checks import ADMISSIONS, check_broadcast, check_choice, check_nonnegative, check_quantile, check_servers, scalar_out
 from ._common import prepare
 from .distributions import Service
 
@@ -289,6 +289,11 @@ def _idle_quantile(qb: np.ndarray, t_f: np.ndarray, t_r0: np.ndarray, base: np.n
     """:func:`_idle` at probability ``qb`` with its interpolated parameters.  Shared with
     :mod:`capacity.plan.curves`, which applies it to its cached FCFS and zero-delay tables."""
     return _idle(t_f, t_r0, base, rho, k, d, es, _q_params(qb, _IDLE_Q))
+
+
+def _queue_shape(inp) -> dict:
+    """The queue inputs' broadcast shape under a name for check_broadcast's message (no copy)."""
+    return {"arrival_rate/service/servers": np.broadcast_to(0.0, inp.shape)}
 
 
 def _check_slices(slices: ArrayLike) -> np.ndarray:
@@ -402,7 +407,7 @@ def mean_response(arrival_rate: ArrayLike, service: Service | ArrayLike, servers
     d = _check_delay(slice_delay)
     adm = check_choice(admission, "admission", ADMISSIONS)
     inp = prepare(arrival_rate, service, servers)
-    shape = np.broadcast_shapes(inp.shape, k.shape, d.shape)
+    shape = check_broadcast(**_queue_shape(inp), slices=k, slice_delay=d)
     if k.ndim == 0 and k == 1:
         return fcfs.mean_response(arrival_rate, service, servers) if shape == inp.shape else \
             scalar_out(np.broadcast_to(np.asarray(fcfs.mean_response(arrival_rate, service, servers)), shape))
@@ -493,7 +498,7 @@ def conditional_mean_response(size: ArrayLike, arrival_rate: ArrayLike, service:
     d = _check_delay(slice_delay)
     adm = check_choice(admission, "admission", ADMISSIONS)
     inp = prepare(arrival_rate, service, servers)
-    shape = np.broadcast_shapes(x.shape, inp.shape, k.shape, d.shape)
+    shape = check_broadcast(size=x, **_queue_shape(inp), slices=k, slice_delay=d)
     es = np.broadcast_to(inp.mean_service, shape)
     stable = np.broadcast_to(inp.stable, shape)
     w_f = np.broadcast_to(np.asarray(fcfs.mean_wait(inp.arrival_rate, inp.service, inp.servers)), shape)
@@ -596,7 +601,7 @@ def response_quantile(q: ArrayLike, arrival_rate: ArrayLike, service: Service | 
     d = _check_delay(slice_delay)
     adm = check_choice(admission, "admission", ADMISSIONS)
     inp = prepare(arrival_rate, service, servers)
-    shape = np.broadcast_shapes(qq.shape, inp.shape, k.shape, d.shape)
+    shape = check_broadcast(q=qq, **_queue_shape(inp), slices=k, slice_delay=d)
     if k.ndim == 0 and k == 1:
         return fcfs.response_quantile(q, arrival_rate, service, servers)
     return scalar_out(_quantile(np.broadcast_to(qq, shape), inp, k, d, shape, adm))
@@ -646,7 +651,7 @@ def response_sf(t: ArrayLike, arrival_rate: ArrayLike, service: Service | ArrayL
     d = _check_delay(slice_delay)
     adm = check_choice(admission, "admission", ADMISSIONS)
     inp = prepare(arrival_rate, service, servers)
-    shape = np.broadcast_shapes(t_arr.shape, inp.shape, k.shape, d.shape)
+    shape = check_broadcast(t=t_arr, **_queue_shape(inp), slices=k, slice_delay=d)
     if k.ndim == 0 and k == 1:
         return fcfs.response_sf(t, arrival_rate, service, servers)
     # One quantile evaluation on the grid (a trailing axis), then interpolation.

@@ -87,6 +87,11 @@ class PercentileObservations:
 def _one_percentile_map(p, where: str):
     if not isinstance(p, Mapping) or not p:
         raise ValueError(f"percentiles{where} must be a non-empty mapping {{q: seconds}}, got {p!r}")
+    text = [k for k in p if isinstance(k, (str, bytes))]
+    if text:
+        # {0.5: .1, "0.5": .12} would hold the median twice under two keys: refuse text keys outright.
+        raise ValueError(f"percentiles{where}: quantile keys must be numbers such as 0.99, got the text "
+                         f"{text[0]!r} (capacity.units.parse_quantile reads 'p99' or '0.99')")
     qs = as_float_array(list(p.keys()), f"percentiles{where} quantile")
     ts = as_float_array(list(p.values()), f"percentiles{where} latency")
     bad = ~((qs > 0) & (qs < 1))
