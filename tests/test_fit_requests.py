@@ -85,6 +85,26 @@ def test_endpoints_fitted_separately_and_thin_ones_skipped():
                for w in caught)
 
 
+def test_one_huge_url_does_not_size_every_row():
+    """Grouping by endpoint went through an array of str, sized to the longest value in every
+    row: one 100 kB URL in this 40 000-row log asked for 16 GB.  Now its peak memory stays small."""
+    import tracemalloc
+
+    a, _ = _log(mean=0.02, rates=(10.0, 30.0), seconds=1000, seed=2)
+    a["endpoint"] = "/api/cheap"
+    a.loc[a.index[:3], "endpoint"] = "/search?q=" + "x" * 100_000
+    tracemalloc.start()
+    try:
+        res, _ = _quiet(a, window="10s", discipline="fcfs", bins=2, min_requests=1000)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 300e6, f"peak {peak / 1e6:.0f} MB"
+    table = res.endpoints_.set_index("endpoint")
+    assert table.loc["/api/cheap", "status"].startswith("fitted")
+    assert table.loc["/search?q=" + "x" * 100_000, "requests"] == 3
+
+
 def test_nginx_columns_are_recognised():
     # read_nginx's frame names the latency request_time and the endpoint path.
     log, _ = _log(rates=(10.0, 20.0), seconds=1500, seed=4)
