@@ -206,6 +206,35 @@ def test_large_population_saturates_cleanly():
     assert res.response[-1] == pytest.approx(20000 * 0.01 - 1.0, rel=1e-6)
 
 
+@pytest.mark.parametrize("demands, think_time", [
+    ([0.01, 0.005], 0.09), ([0.01], 0.0), ([0.02, 0.02, 0.01], 0.0), ([0.001, 0.0005], 100.0),
+    ([0.01, 1e-9], 0.0), ([[0.01, 0.002], [0.03, 0.01]], [0.5, 5.0])])
+def test_large_population_path_matches_the_recursion(demands, think_time, monkeypatch):
+    """Above _RECURSION_MAX_USERS the normalising constant in log space takes over: on the same
+    networks it must give what the recursion gives (measured: 1e-13, 6e-11 with Z = 1e5 D_max)."""
+    import capacity.closed as closed
+
+    ref = mva(demands, think_time, 3000)
+    monkeypatch.setattr(closed, "_RECURSION_MAX_USERS", 10)
+    got = mva(demands, think_time, 3000)
+    for name in ("throughput", "response", "mean_number", "residence_time", "utilization"):
+        np.testing.assert_allclose(getattr(got, name), getattr(ref, name), rtol=1e-9, err_msg=name)
+
+
+def test_balanced_network_exact_throughput_at_a_million_users():
+    # The balanced-network identity X(N) = N / (d (N + K - 1)) through the large-population path.
+    d, k, users = 0.1, 3, 10**6
+    res = mva([d] * k, 0.0, users)
+    n = np.arange(1, users + 1)
+    np.testing.assert_allclose(res.throughput, n / (d * (n + k - 1)), rtol=1e-9)
+    assert res.mean_number[-1].sum() == pytest.approx(users, rel=1e-9)
+
+
+def test_too_large_a_result_is_refused():
+    with pytest.raises(ValueError, match=r"users=100000000 with 2 station\(s\) needs 6.4 GB"):
+        mva([0.01, 0.005], 0.09, 10**8)
+
+
 # ---------------------------------------------------------------------- bounds
 
 
