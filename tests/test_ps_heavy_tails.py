@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy.linalg import expm
 
 from capacity import Service, plan, ps
@@ -65,3 +67,30 @@ def test_gamma_fit_keeps_the_tail_and_no_absurd_rates(scv):
     for u in (0.9, 0.99, 0.999, 0.9999):
         sf = beta @ expm(tm * float(svc.ppf(u))) @ one
         assert sf / (1 - u) == pytest.approx(1.0, rel=0.25), (u, sf)
+
+
+_SCV = [0.05, 0.3, 1.0, 2.0, 6.0, 10.0, 25.0, 50.0]   # a fixed set: each law's fit is cached
+
+
+@settings(max_examples=40, deadline=None)
+@given(family=st.sampled_from(["gamma", "lognormal"]), scv=st.sampled_from(_SCV),
+       q=st.floats(1e-4, 1 - 1e-6), rho=st.floats(1e-6, 0.95))
+def test_quantile_is_at_least_the_service_quantile(family, scv, q, rho):
+    """T >= S path by path under PS, so the q-quantile of the response is at least the service's
+    (1e-6 relative: the transform inversion's accuracy)."""
+    if family == "lognormal" and scv > 25:
+        scv = 25.0
+    svc = getattr(Service, family)(1.0, scv)
+    got = ps.response_quantile(q, rho, svc)
+    assert got >= float(svc.ppf(q)) * (1 - 1e-6), (got, float(svc.ppf(q)))
+
+
+@settings(max_examples=30, deadline=None)
+@given(family=st.sampled_from(["gamma", "lognormal", "exponential", "deterministic"]), scv=st.sampled_from(_SCV),
+       q=st.floats(1e-3, 0.999), rho=st.floats(1e-6, 0.9))
+def test_sf_is_at_least_the_service_sf(family, scv, q, rho):
+    """P(T > t) >= P(S > t) at the service's own quantiles (the same bound, read as an sf)."""
+    svc = {"exponential": lambda: Service.exponential(1.0), "deterministic": lambda: Service.deterministic(1.0)
+           }.get(family, lambda: getattr(Service, family)(1.0, min(scv, 25.0)))()
+    t = float(svc.ppf(q)) * 1.5 if family != "deterministic" else 1.0 + q
+    assert ps.response_sf(t, rho, svc) >= float(svc.sf(t)) - 1e-9
