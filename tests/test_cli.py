@@ -15,6 +15,8 @@ import contextlib
 import io
 import json
 import math
+import os
+import shlex
 import subprocess
 import sys
 from types import SimpleNamespace
@@ -446,3 +448,66 @@ def test_percentile_parsing():
     assert cli._percentiles("0.95=120ms") == {0.95: 0.12}
     with pytest.raises(Exception, match="ambiguous"):
         cli._percentiles("p999=2s")
+
+
+# ------------------------------------------------------------------ the glossary's flag names, and the pipe
+def test_timing_flag_and_its_old_name(tmp_path, monkeypatch):
+    """--timing chooses the measured time a log fit models; --latency (its old name) still works for one
+    release and says so on stderr, once."""
+    import capacity.fit
+
+    seen = {}
+
+    def spy(df, **kwargs):
+        seen.update(kwargs)
+        raise ValueError("spy: stop here")
+
+    monkeypatch.setattr(capacity.fit, "from_requests", spy)
+    path = tmp_path / "requests.csv"
+    path.write_text("time,duration_ms\n1.0,10\n2.0,12\n3.0,11\n")
+    out = run("fit", "--log", str(path), "--timing", "upstream")
+    assert seen["timing"] == "upstream" and "latency" not in seen and "--latency" not in out.stderr
+    seen.clear()
+    out = run("fit", "--log", str(path), "--latency", "upstream")
+    assert seen["timing"] == "upstream"
+    assert out.stderr.splitlines()[0] == ("capacity: --latency is now --timing; the old name will be removed "
+                                          "in the next release")
+    assert "--latency" not in run("fit", "--help").stdout          # hidden: the help shows the new name
+
+
+@pytest.mark.parametrize("args, message", [
+    (["ceiling", "--cpu", "-25ms"], "argument --cpu: expected a positive time, got '-25ms'"),
+    (["ceiling", "--cpu", "25ms", "--scv", "-1"],
+     "argument --scv: expected a squared coefficient of variation >= 0 (a plain number such as 0.5 or 4), got '-1'"),
+    (["ceiling", "--cpu", "25ms", "--scv", "2", "--family", "exponential"],
+     "argument --scv: scv must be 1 for the exponential family, got 2.0"),
+    (["ceiling", "--cpu", "25ms", "--slo", "p99=5 parsecs"],
+     "argument --slo: expected a time like 25ms, 1.5s or 250us, got '5 parsecs'"),
+])
+def test_bad_values_are_one_line_naming_the_flag(args, message):
+    """--cpu -25ms said "expected one argument" (argparse took it for an option), --scv -1 "expected a
+    non-negative time"; each now says what is wrong with the value."""
+    out = run(*args)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert out.stderr.strip().splitlines() == [f"capacity {args[0]}: error: {message}"]
+
+
+def test_output_piped_into_head_ends_quietly():
+    """`capacity ceiling ... | head -1`: head closes the pipe after one line, while the CLI still has
+    ~300 kB to write (more than a pipe buffers); it must not print a BrokenPipeError traceback."""
+    servers = ",".join(str(c) for c in range(1, 3001))
+    cmd = (f"{shlex.quote(sys.executable)} -m capacity ceiling --cpu 25ms --discipline fcfs "
+           f"--servers {servers} | head -1")
+    proc = subprocess.Popen(cmd, shell=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = proc.communicate(timeout=300)
+    assert out.startswith("QPS ceiling:") and len(out.splitlines()) == 1
+    assert "Traceback" not in err and "BrokenPipe" not in err, err
+
+
+def test_json_carries_the_results_own_record():
+    """--json of fit holds the result's to_dict() under "result" beside the command's fields."""
+    out = run("fit", "p50=45ms,p90=80ms,p99=300ms", "--qps", "8", "--discipline", "fcfs", "--json")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["result"]["model"] == data["model"]
+    assert data["result"]["parameters"]["cpu_per_request"]["estimate"] == pytest.approx(data["cpu_per_request_s"])

@@ -1,0 +1,208 @@
+"""The ``fit`` subcommand: CPU time per request from latency percentiles or a per-request log."""
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import warnings
+
+from ._common import _ms, _one_line, _q, _UsageError
+
+_SLOW_FAMILIES = ("lognormal", "gamma", "hyperexponential")
+_CSV_SUFFIXES = (".csv", ".csv.gz", ".csv.bz2", ".csv.xz", ".tsv", ".parquet", ".pq")
+
+
+def _read_log(args: argparse.Namespace):
+    """The log as a DataFrame, plus the reader's warnings as plain lines."""
+    from .. import logs
+
+    fmt = args.format or ("csv" if args.log.lower().endswith(_CSV_SUFFIXES) else "nginx")
+    if args.log_format is not None and fmt != "nginx":
+        raise _UsageError("argument --log-format: applies to nginx logs only (--format nginx)")
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            if fmt == "nginx":
+                df = logs.read_nginx(args.log, args.log_format or logs.COMBINED_WITH_TIMES)
+            else:
+                df = logs.read_requests(args.log)
+    except (OSError, ValueError, ImportError, UnicodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else _one_line(exc)
+        if reason.startswith(f"{args.log}: "):   # the readers name the file themselves
+            reason = reason[len(args.log) + 2:]
+        raise _UsageError(f"argument --log: cannot read {args.log!r} as {fmt}: {reason}") from None
+    return df, fmt, [_one_line(w.message) for w in caught if issubclass(w.category, UserWarning)]
+
+
+def _fit_percentiles(args: argparse.Namespace):
+    from ..fit import from_percentiles
+
+    if args.qps is None:
+        raise _UsageError("argument --qps: required with PERCENTILES (the request rate they were measured at)")
+    for flag, value in (("--format", args.format), ("--log-format", args.log_format),
+                        ("--timing", args.timing), ("--bins", args.bins)):
+        if value is not None:
+            raise _UsageError(f"argument {flag}: applies to --log only")
+    smallest = min(args.percentiles.values())
+    if isinstance(args.delay, float) and args.delay >= smallest:
+        raise _UsageError(f"argument --delay: {_ms(args.delay)} is not below the smallest percentile "
+                          f"{_ms(smallest)}")
+    try:
+        res = from_percentiles(args.percentiles, args.qps, servers=args.servers, discipline=args.discipline,
+                               family=args.family, utilization=args.cpu_util, delay=args.delay,
+                               n_requests=args.requests, slices=args.slices,
+                               admission=args.admission or "fifo", slice_delay=args.slice_delay or 0.0)
+    except ValueError as exc:
+        # Say it in the command line's words: the argument, and flags instead of keyword arguments.
+        msg = _one_line(exc).replace("(utilization=, scv=, delay=<seconds>, family=)",
+                                     "(--cpu-util, --delay TIME, --family exponential)")
+        if msg.startswith("percentiles:"):
+            msg = "argument PERCENTILES:" + msg[len("percentiles:"):]
+        elif msg.startswith("utilization"):
+            msg = "argument --cpu-util: " + msg
+        raise _UsageError(msg) from None
+    source = {"kind": "percentiles", "qps": args.qps,
+              "percentiles": {_q(q): t for q, t in args.percentiles.items()},
+              "cpu_util": args.cpu_util, "requests": args.requests}
+    return res, res, source, []
+
+
+def _fit_log(args: argparse.Namespace):
+    from ..fit import from_requests
+
+    for flag, value in (("--qps", args.qps), ("--cpu-util", args.cpu_util), ("--requests", args.requests)):
+        if value is not None:
+            raise _UsageError(f"argument {flag}: not used with --log (the log gives the rates and counts)")
+    df, fmt, notes = _read_log(args)
+    extra = {} if args.slices is None else {"slices": args.slices}
+    if args.admission is not None:
+        extra["admission"] = args.admission
+    if args.slice_delay is not None:
+        extra["slice_delay"] = args.slice_delay
+    res = from_requests(df, servers=args.servers, discipline=args.discipline, family=args.family,
+                        delay=args.delay, bins=args.bins or 4, timing=args.timing or "duration",
+                        by_endpoint=False, **extra)
+    if res.fit_ is None:
+        why = "; ".join(res.warnings_) or "no usable load bin"
+        raise _UsageError(f"argument --log: cannot fit {args.log!r}: {why}")
+    source = {"kind": "log", "path": args.log, "format": fmt, "requests": int(res.n_observations),
+              "lines_skipped": int(df.attrs.get("skipped", 0)), "load_bins": int(len(res.bins_)),
+              "timing": args.timing or "duration"}
+    return res, res.fit_, source, notes
+
+
+def _cmd_fit(args: argparse.Namespace) -> tuple[dict, str]:
+    _check_fit_flags(args)
+    with warnings.catch_warnings(record=True):
+        # The fits record their caveats in warnings_; they are printed below as plain lines.
+        warnings.simplefilter("always")
+        if args.log is None:
+            res, fit, source, notes = _fit_percentiles(args)
+        else:
+            res, fit, source, notes = _fit_log(args)
+    data = _fit_record(args, res, fit, source, notes)
+    return data, _fit_table(args, fit, data)
+
+
+def _check_fit_flags(args: argparse.Namespace) -> None:
+    """The combinations of flags that make no sense together, refused before any work."""
+    if args.percentiles is None and args.log is None:
+        raise _UsageError("argument PERCENTILES: give percentiles like p50=45ms,p99=300ms with --qps, "
+                          "or --log FILE")
+    if args.percentiles is not None and args.log is not None:
+        raise _UsageError("argument --log: give PERCENTILES or --log, not both")
+    for flag, value in (("--slices", args.slices), ("--admission", args.admission),
+                        ("--slice-delay", args.slice_delay)):
+        if value is not None and args.discipline != "rr":
+            raise _UsageError(f"argument {flag}: applies to --discipline rr only")
+    if args.discipline in ("ps", "rr") and args.family in _SLOW_FAMILIES and args.slices != 1 \
+            and sys.stderr.isatty():
+        # Not an error: tell a person at a terminal why it is quiet, and how to get a fast answer.
+        print(f"capacity fit: note: {args.discipline} with {args.family} CPU time takes 10 s to 2 min to fit; "
+              "--discipline fcfs or --family exponential is fast", file=sys.stderr)
+
+
+def _fit_record(args: argparse.Namespace, res, fit, source: dict, notes: list) -> dict:
+    """What ``--json`` prints: the fit's own record (``to_dict``) under ``result``, with the
+    command's context and the fields scripts read by name."""
+    from ..distributions import Service
+
+    params = {}
+    for name, row in fit.summary.iterrows():
+        params[name] = {"estimate": float(row["estimate"]), "lower": float(row["lower"]),
+                        "upper": float(row["upper"]), "unit": row["unit"], "note": row["note"]}
+    if isinstance(fit.delay_, Service):
+        delay = {"kind": "lognormal", "mean_s": float(fit.delay_.mean), "scv": float(fit.delay_.scv)}
+    elif fit.delay_ is not None:
+        delay = {"kind": "constant" if args.delay == "constant" else "fixed", "seconds": float(fit.delay_)}
+    else:
+        delay = None
+    comparison = [{"arrival_rate": float(r["arrival_rate"]), "q": _q(r["q"]), "observed_s": float(r["observed"]),
+                   "model_s": float(r["model"]), "rel_error": float(r["rel_error"])}
+                  for _, r in fit.comparison_.iterrows()]
+    ceiling, warn_lines = _fit_ceiling(args, fit), notes + list(res.warnings_)
+    if isinstance(ceiling, str):
+        warn_lines, ceiling = warn_lines + [ceiling], None
+    return {"command": "fit", "source": source, "model": fit.model, "discipline": args.discipline,
+            "family": args.family, "servers": args.servers,
+            "slices": None if fit.slices_ is None else int(fit.slices_),
+            "admission": fit.admission_, "slice_delay_s": fit.slice_delay_,
+            "cpu_per_request_s": float(fit.cpu_per_request_),
+            "cpu_per_request_interval_s": [params["cpu_per_request"]["lower"], params["cpu_per_request"]["upper"]],
+            "scv": float(fit.scv_), "delay": delay, "capacity_qps": float(fit.capacity_qps_),
+            "confidence": fit.confidence_level, "parameters": params, "comparison": comparison,
+            "fit_quality": {k: float(v) for k, v in fit.fit_quality_.items()}, "ceiling": ceiling,
+            "warnings": warn_lines, "result": res.to_dict()}
+
+
+def _fit_ceiling(args: argparse.Namespace, fit) -> dict | str | None:
+    """The QPS ceiling the fitted model implies for --slo; a sentence when it has none."""
+    if args.slo is None:
+        return None
+    try:
+        c = fit.ceiling(args.slo)
+    except NotImplementedError as exc:
+        return f"no QPS ceiling: {_one_line(exc)}"
+    return {"slo": {_q(q): t for q, t in args.slo.items()}, "qps": float(c.qps),
+            "capacity_qps": float(c.capacity_qps), "utilization": float(c.utilization), "binding": _q(c.binding)}
+
+
+def _show(value: float, unit: str) -> str:
+    if unit == "s":
+        return _ms(value)
+    return f"{value:.4g} QPS" if unit == "req/s" else f"{value:.4g}"
+
+
+def _fit_table(args: argparse.Namespace, fit, data: dict) -> str:
+    """The fit as a person reads it: parameters with intervals, observed vs model, warnings."""
+    source, params, ceiling = data["source"], data["parameters"], data["ceiling"]
+    level = f"{100 * fit.confidence_level:g}%"
+    if source["kind"] == "percentiles":
+        head = f"at {args.qps:g} QPS"
+    else:
+        head = (f"from {args.log} ({source['requests']} requests, {source['load_bins']} load bins, "
+                f"{source['timing']})")
+    lines = [f"Fit: {fit.model}; {head}, {args.servers} server{'s' if args.servers != 1 else ''}", "",
+             f"{'parameter':<20}{'estimate':>12}  {level + ' interval':<24}note"]
+    labels = {"cpu_per_request": "CPU per request", "capacity_qps": "capacity (100% CPU)"}
+    for name, p in params.items():
+        have = math.isfinite(p["lower"]) and math.isfinite(p["upper"])
+        interval = f"[{_show(p['lower'], p['unit'])}, {_show(p['upper'], p['unit'])}]" if have else "-"
+        lines.append(f"{labels.get(name, name):<20}{_show(p['estimate'], p['unit']):>12}  {interval:<24}{p['note']}")
+    if source["kind"] == "percentiles" and args.requests is None:
+        lines.append("(no intervals: give --requests N, the requests behind the percentiles)")
+    lines += ["", "observed vs model", f"{'QPS':>10}{'percentile':>12}{'observed':>11}{'model':>11}{'error':>9}"]
+    for r in data["comparison"]:
+        lines.append(f"{r['arrival_rate']:>10.4g}{r['q']:>12}{_ms(r['observed_s']):>11}{_ms(r['model_s']):>11}"
+                     f"{100 * r['rel_error']:>+8.1f}%")
+    quality = fit.fit_quality_
+    lines.append(f"RMS relative error {100 * float(quality['rms_rel_error']):.1f}%, "
+                 f"busiest observation at utilisation {float(quality['max_utilization']):.2f}")
+    if ceiling is not None:
+        slo_text = ", ".join(f"{q} <= {_ms(t)}" for q, t in ceiling["slo"].items())
+        lines += ["", f"QPS ceiling for {slo_text}: {ceiling['qps']:.4g} QPS "
+                      f"({100 * ceiling['utilization']:.0f}% of the {ceiling['capacity_qps']:.4g} QPS capacity; "
+                      f"binds: {ceiling['binding']})"]
+    if data["warnings"]:
+        lines += ["", "warnings:"] + [f"  - {w}" for w in data["warnings"]]
+    return "\n".join(lines)

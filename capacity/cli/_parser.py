@@ -1,0 +1,230 @@
+"""The command line's argument parser: one function per subcommand, so each reads on its own."""
+from __future__ import annotations
+
+import argparse
+import re
+
+from .._version import __version__
+from ._help import CEILING_HELP, EXAMPLE_HELP, FIT_HELP, GC_HELP, MAIN_HELP, SCALING_HELP, SERVERS_HELP, TIMEOUT_HELP
+from ._types import (_count, _counts, _delay, _fraction, _memory, _money, _nonneg_int, _option, _percentiles,
+                     _positive, _rate, _rates, _scv, _signed_fraction, _slices, _slo, _time, _time_or_zero, _util)
+
+_FAMILIES = ("exponential", "lognormal", "gamma", "deterministic", "hyperexponential")
+_FIT_FAMILIES = ("lognormal", "gamma", "hyperexponential", "exponential", "deterministic")
+#: The deprecated spelling of --timing (one release): it still works and says so on stderr.
+OLD_TIMING_FLAG = "capacity: --latency is now --timing; the old name will be removed in the next release"
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but errors are one line (no usage dump) and exit with status 2, and a value
+    that starts with a minus sign (``--cpu -25ms``) is a value (refused by its type with a
+    message), not an unknown option ("expected one argument")."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+    def _parse_optional(self, arg_string):  # argparse's hook deciding "option or value"
+        if re.match(r"-\d|-\.\d", arg_string):
+            return None
+        return super()._parse_optional(arg_string)
+
+
+class _OldTimingFlag(argparse.Action):
+    """``--latency`` (renamed ``--timing``): store the value under ``timing`` and say so."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        import sys
+
+        print(OLD_TIMING_FLAG, file=sys.stderr)
+        setattr(namespace, "timing", values)
+
+
+def _add_service(p: argparse.ArgumentParser, required: bool = True) -> None:
+    g = p.add_argument_group("service (CPU time per request)")
+    g.add_argument("--cpu", type=_time, required=required, metavar="TIME",
+                   help="mean CPU time per request, e.g. 25ms")
+    g.add_argument("--scv", type=_scv, default=None, metavar="X",
+                   help="squared coefficient of variation of the CPU time (default 1)")
+    g.add_argument("--family", choices=_FAMILIES, default=None,
+                   help="distribution of the CPU time (default by scv: 0 deterministic, below 1 gamma, "
+                        "1 exponential, above 1 lognormal)")
+    g.add_argument("--discipline", choices=("ps", "fcfs"), default="ps",
+                   help="ps: event loop / time-sliced CPU (default); fcfs: blocking worker pool")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``capacity`` argument parser with every subcommand."""
+    parser = _Parser(
+        prog="capacity",
+        description="How much traffic can this service take? Queueing models for backend capacity planning.",
+        epilog=MAIN_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"capacity {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for add in (_add_example, _add_ceiling, _add_servers, _add_timeout, _add_scaling, _add_gc, _add_fit):
+        add(sub)
+    return parser
+
+
+def _add_example(sub) -> None:
+    ex = sub.add_parser("example", help="print the worked example from the README",
+                        epilog=EXAMPLE_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ex.add_argument("--cpu-ms", type=_positive, default=25.0, help="CPU milliseconds per request (default 25)")
+    ex.add_argument("--p99-ms", type=_positive, default=1000.0, help="p99 latency objective in ms (default 1000)")
+
+
+def _add_ceiling(sub) -> None:
+    ce = sub.add_parser("ceiling", help="highest QPS at which the latency SLO holds",
+                        description="The highest request rate at which every SLO percentile holds.",
+                        epilog=CEILING_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    _add_service(ce)
+    ce.add_argument("--servers", type=_counts, default=[1], metavar="N[,N...]",
+                    help="cores or worker processes serving one queue; a list gives one row each (default 1)")
+    ce.add_argument("--slo", type=_slo, default={0.99: 0.5}, metavar="pQ=TIME,...",
+                    help="latency objective, e.g. p99=500ms,p99.9=2s (default p99=500ms)")
+    ce.add_argument("--delay", type=_time_or_zero, default=0.0, metavar="TIME",
+                    help="constant non-CPU latency per request (IO wait), e.g. 5ms")
+    ce.add_argument("--slo-on", choices=("response", "wait"), default="response",
+                    help="bound the response time (default) or, for fcfs, the wait before service")
+    ce.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+
+def _add_servers(sub) -> None:
+    se = sub.add_parser("servers", help="fewest cores / worker processes meeting the SLO at a given QPS",
+                        description="The fewest servers (cores, worker processes) that keep the SLO at a load.",
+                        epilog=SERVERS_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    se.add_argument("--qps", type=_rates, required=True, metavar="RATE[,RATE...]",
+                    help="peak request rate, e.g. 500 or 500qps; a list gives one row each")
+    _add_service(se)
+    se.add_argument("--slo", type=_slo, default={0.99: 0.5}, metavar="pQ=TIME,...",
+                    help="latency objective, e.g. p99=500ms,p99.9=2s (default p99=500ms)")
+    se.add_argument("--delay", type=_time_or_zero, default=0.0, metavar="TIME",
+                    help="constant non-CPU latency per request, e.g. 5ms")
+    se.add_argument("--slo-on", choices=("response", "wait"), default="response",
+                    help="bound the response time (default) or, for fcfs, the wait before service")
+    se.add_argument("--per-machine", type=_count, default=None, metavar="N",
+                    help="cores per machine: round up to whole machines")
+    se.add_argument("--redundancy", type=_nonneg_int, default=0, metavar="N",
+                    help="machines that may be down with the SLO still met (1 = N+1; needs --per-machine)")
+    se.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+
+def _add_timeout(sub) -> None:
+    to = sub.add_parser("timeout", help="timeout-safe QPS, or a recommended client timeout",
+                        description="With --timeout: the highest QPS at which at most --max-fraction of requests "
+                                    "exceed it. With --p999: the client timeout by the rule "
+                                    "min(3 x P99.9, user limit) (non-core: 1.5 x).",
+                        epilog=TIMEOUT_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    _add_service(to, required=False)
+    to.add_argument("--servers", type=_count, default=1, metavar="N", help="cores or worker processes (default 1)")
+    to.add_argument("--timeout", type=_time, default=None, metavar="TIME", help="client timeout, e.g. 1s")
+    to.add_argument("--max-fraction", type=_fraction, default=1e-3, metavar="F",
+                    help="largest acceptable share of timed-out requests, e.g. 0.1%% or 1e-3 (default 0.1%%)")
+    to.add_argument("--delay", type=_time_or_zero, default=0.0, metavar="TIME",
+                    help="constant non-CPU latency per request, e.g. 5ms")
+    to.add_argument("--p999", type=_time, default=None, metavar="TIME", help="the server's measured P99.9")
+    to.add_argument("--non-core", action="store_true", help="non-core call (1.5 x P99.9 instead of 3 x)")
+    to.add_argument("--user-limit", type=_time, default=None, metavar="TIME", help="longest wait users accept")
+    to.add_argument("--qps", type=_rate, default=None, metavar="RATE",
+                    help="current request rate, for the model's timed-out share (with --cpu)")
+    to.add_argument("--burst-qps", type=_rate, default=None, metavar="RATE",
+                    help="with --timeout: how long a burst at this rate may last before requests time out")
+    to.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+
+def _add_scaling(sub) -> None:
+    sc = sub.add_parser("scaling", help="cluster vs machine: compare ways to deploy the cores",
+                        description="Latency, headroom, N+1 and cost of one big machine (Node cluster mode) vs "
+                                    "several machines behind a load balancer vs one pooled queue.",
+                        epilog=SCALING_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sc.add_argument("--qps", type=_rate, required=True, metavar="RATE", help="peak request rate, e.g. 300")
+    _add_service(sc)
+    sc.add_argument("--slo", type=_slo, default={0.99: 0.5}, metavar="pQ=TIME,...",
+                    help="latency objective, e.g. p99=500ms (default p99=500ms)")
+    sc.add_argument("--cores", type=_count, default=None, metavar="N",
+                    help="total cores to compare (default: the fewest whole machines that meet the SLO pooled)")
+    sc.add_argument("--cores-per-machine", type=_count, default=8, metavar="N", help="default 8")
+    sc.add_argument("--option", type=_option, action="append", default=None, metavar="MxP[xS][:D]",
+                    help="a deployment to compare (repeatable); replaces the default set")
+    sc.add_argument("--cost-per-machine", type=_money, default=0.0, metavar="X")
+    sc.add_argument("--cost-per-core", type=_money, default=0.0, metavar="X")
+    sc.add_argument("--memory-per-process", type=_memory, default=None, metavar="MEM", help="e.g. 300MB")
+    sc.add_argument("--machine-memory", type=_memory, default=None, metavar="MEM", help="e.g. 8GB")
+    sc.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+
+def _add_gc(sub) -> None:
+    gc = sub.add_parser("gc", help="is GC tuning worth it? ceiling and p99 before/after",
+                        description="GC as CPU overhead plus stop-the-world pauses: the predicted effect of a "
+                                    "GC change on capacity, the SLO ceiling and the latency percentiles (discipline "
+                                    "default here: fcfs).",
+                        epilog=GC_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    _add_service(gc)
+    gc.set_defaults(discipline="fcfs")
+    gc.add_argument("--gc-share", type=_fraction, required=True, metavar="F", help="GC share of CPU now, e.g. 27.5%%")
+    gc.add_argument("--pause", type=_time, required=True, metavar="TIME", help="mean GC pause now, e.g. 50ms")
+    gc.add_argument("--pause-rate", type=_rate, default=None, metavar="RATE",
+                    help="pauses per busy second now (default: all GC time is pauses)")
+    gc.add_argument("--new-gc-share", type=_fraction, default=None, metavar="F", help="GC share after, e.g. 7.14%%")
+    gc.add_argument("--new-pause", type=_time, default=None, metavar="TIME", help="mean pause after")
+    gc.add_argument("--new-pause-rate", type=_rate, default=None, metavar="RATE", help="pauses per second after")
+    gc.add_argument("--pause-scv", type=_scv, default=0.0, metavar="X",
+                    help="squared coefficient of variation of pause lengths (default 0: constant)")
+    gc.add_argument("--servers", type=_count, default=1, metavar="N", help="cores per process (default 1)")
+    gc.add_argument("--processes", type=_count, default=1, metavar="N",
+                    help="processes sharing the traffic, each with its own GC (default 1)")
+    gc.add_argument("--slo", type=_slo, default={0.99: 0.5}, metavar="pQ=TIME,...",
+                    help="latency objective for the ceiling (default p99=500ms)")
+    gc.add_argument("--qps", type=_rate, default=None, metavar="RATE",
+                    help="rate at which to compare percentiles (default: the ceiling before)")
+    gc.add_argument("--measured-gain", type=_signed_fraction, default=None, metavar="F",
+                    help="measured QPS gain of the change, e.g. 10%%, to compare with the prediction")
+    gc.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+
+def _add_fit(sub) -> None:
+    fi = sub.add_parser("fit", help="fit CPU time per request to latency percentiles or an access log",
+                        description="Fit the CPU time per request (mean and variability, plus an optional "
+                                    "non-CPU delay) of a queueing model to observed latency percentiles at a "
+                                    "known request rate, or to a per-request log; optionally the QPS ceiling "
+                                    "that the fitted model implies for an SLO.",
+                        epilog=FIT_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    fi.add_argument("percentiles", type=_percentiles, nargs="?", default=None, metavar="PERCENTILES",
+                    help="observed latency percentiles, e.g. p50=45ms,p90=80ms,p99=300ms (or give --log)")
+    fi.add_argument("--qps", type=_rate, default=None, metavar="RATE",
+                    help="request rate while the percentiles were measured, e.g. 8 (required without --log)")
+    fi.add_argument("--log", default=None, metavar="FILE", help="fit a per-request log instead of percentiles")
+    fi.add_argument("--format", choices=("nginx", "csv"), default=None,
+                    help="log type (default: csv for .csv/.parquet files, else nginx)")
+    fi.add_argument("--log-format", default=None, metavar="FORMAT",
+                    help="the nginx log_format the log was written with (default: combined + "
+                         "$request_time $upstream_response_time)")
+    fi.add_argument("--timing", choices=("duration", "upstream"), default=None,
+                    help="with --log: model the whole request time or the upstream (backend) time")
+    fi.add_argument("--latency", choices=("duration", "upstream"), action=_OldTimingFlag, help=argparse.SUPPRESS)
+    fi.add_argument("--bins", type=_count, default=None, metavar="N",
+                    help="with --log: load bins fitted jointly (default 4)")
+    fi.add_argument("--servers", type=_count, default=1, metavar="N", help="cores or worker processes (default 1)")
+    fi.add_argument("--discipline", choices=("ps", "fcfs", "rr"), default="ps",
+                    help="ps: event loop / time-sliced CPU (default); fcfs: blocking worker pool; "
+                         "rr: round robin with --slices time slices per request")
+    fi.add_argument("--slices", type=_slices, default=None, metavar="K",
+                    help="with --discipline rr: time slices per request, or 'fit' (default: fit)")
+    fi.add_argument("--admission", choices=("fifo", "idle"), default=None,
+                    help="with --discipline rr: when a new request joins the run queue. fifo: at once "
+                         "(default); idle: only when no request in flight is runnable (Node.js 20 handlers "
+                         "that await setTimeout)")
+    fi.add_argument("--slice-delay", type=_time_or_zero, default=None, metavar="TIME",
+                    help="with --discipline rr: non-CPU wait between two slices of a request, held "
+                         "fixed, e.g. 1.1ms for await setTimeout(0) on Node.js")
+    fi.add_argument("--family", choices=_FIT_FAMILIES, default="lognormal",
+                    help="distribution family of the CPU time (default lognormal)")
+    fi.add_argument("--cpu-util", type=_util, default=None, metavar="F",
+                    help="measured CPU busy share of the servers, e.g. 20%% (pins the mean by the "
+                         "utilisation law)")
+    fi.add_argument("--delay", type=_delay, default=None, metavar="constant|lognormal|TIME",
+                    help="non-CPU latency (IO, database) to fit alongside, or a fixed time like 5ms")
+    fi.add_argument("--requests", type=_count, default=None, metavar="N",
+                    help="requests behind the percentiles; enables confidence intervals")
+    fi.add_argument("--slo", type=_slo, default=None, metavar="pQ=TIME,...",
+                    help="also report the QPS ceiling the fitted model implies, e.g. p99=500ms")
+    fi.add_argument("--json", action="store_true", help="print JSON instead of a table")

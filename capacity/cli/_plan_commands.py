@@ -1,0 +1,214 @@
+"""The planning subcommands: ``ceiling``, ``servers``, ``timeout``, ``scaling``, ``gc``.
+
+Each is a thin front end to :mod:`capacity.plan` returning ``(data, text)``: the JSON-able
+record ``--json`` prints and the table with its explanation printed otherwise.
+"""
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+
+from ._common import _jsonable, _ms, _q, _service, _service_text, _UsageError, _wrap
+
+
+def _cmd_ceiling(args: argparse.Namespace) -> tuple[dict, str]:
+    from .. import plan
+
+    service = _service(args)
+    servers = np.array(args.servers)
+    res = plan.qps_ceiling(service, servers if servers.size > 1 else int(servers[0]), args.slo,
+                           discipline=args.discipline, delay=args.delay, slo_on=args.slo_on)
+    qps = np.atleast_1d(res.qps)
+    cap = np.atleast_1d(res.capacity_qps)
+    binding = np.atleast_1d(res.binding)
+    rows = []
+    for i, c in enumerate(servers):
+        rows.append({"servers": int(c), "qps": float(qps[i]), "capacity_qps": float(cap[i]),
+                     "utilization": float(qps[i] / cap[i]), "binding": _q(binding[i]),
+                     "per_slo_qps": {_q(q): float(np.atleast_1d(r)[i]) for q, r in res.rates.items()}})
+    data = {"command": "ceiling", "service": {"mean_s": args.cpu, "scv": float(service.scv),
+                                              "family": service.family},
+            "discipline": args.discipline, "slo": {_q(q): t for q, t in res.slo.items()}, "slo_on": args.slo_on,
+            "delay_s": args.delay, "rows": rows, "explanation": res.explanation}
+    what = "wait" if args.slo_on == "wait" else ""
+    slo_cols = [f"{_q(q)}{' wait' if what else ''}<={_ms(t)}" for q, t in res.slo.items()]
+    lines = [f"QPS ceiling: {_service_text(args, service)}" + (f", +{_ms(args.delay)} delay" if args.delay else ""),
+             "",
+             f"{'servers':>8}{'ceiling QPS':>14}{'util':>8}{'capacity':>12}  {'binds':<8}"
+             + "".join(f"{c:>20}" for c in slo_cols)]
+    for r in rows:
+        lines.append(f"{r['servers']:>8}{r['qps']:>14.4g}{100 * r['utilization']:>7.1f}%{r['capacity_qps']:>12.4g}  "
+                     f"{r['binding']:<8}" + "".join(f"{v:>20.4g}" for v in r["per_slo_qps"].values()))
+    lines += ["", "(per-percentile columns: the QPS at which that percentile alone reaches its target)", "",
+              _wrap(res.explanation)]
+    return data, "\n".join(lines)
+
+
+def _cmd_servers(args: argparse.Namespace) -> tuple[dict, str]:
+    from .. import plan
+
+    service = _service(args)
+    qps = np.array(args.qps)
+    if args.redundancy and args.per_machine is None:
+        raise _UsageError("argument --redundancy: needs --per-machine (redundancy counts machines)")
+    res = plan.servers_needed(qps if qps.size > 1 else float(qps[0]), service, args.slo,
+                              discipline=args.discipline, redundancy=args.redundancy,
+                              servers_per_machine=args.per_machine, delay=args.delay, slo_on=args.slo_on)
+    n = qps.size
+    servers = np.broadcast_to(res.servers, (n,))
+    util = np.broadcast_to(res.utilization, (n,))
+    binding = np.broadcast_to(res.binding, (n,))
+    machines = None if res.machines is None else np.broadcast_to(res.machines, (n,))
+    rows = []
+    for i in range(n):
+        row = {"qps": float(qps[i]), "servers": int(servers[i]), "utilization": float(util[i]),
+               "binding": _q(binding[i]),
+               "tail": {_q(q): float(np.broadcast_to(v, (n,))[i]) for q, v in res.tail.items()}}
+        if machines is not None:
+            row["machines"] = int(machines[i])
+        rows.append(row)
+    data = {"command": "servers", "service": {"mean_s": args.cpu, "scv": float(service.scv),
+                                              "family": service.family},
+            "discipline": args.discipline, "slo": {_q(q): t for q, t in res.slo.items()}, "slo_on": args.slo_on,
+            "delay_s": args.delay, "per_machine": args.per_machine, "redundancy": args.redundancy,
+            "rows": rows, "explanation": res.explanation}
+    lines = [f"Servers needed: {_service_text(args, service)}; SLO "
+             + ", ".join(f"{_q(q)}{' wait' if args.slo_on == 'wait' else ''} <= {_ms(t)}" for q, t in res.slo.items()),
+             "",
+             f"{'QPS':>10}{'servers':>9}{'util':>8}" + (f"{'machines':>10}" if machines is not None else "")
+             + f"  {'binds':<8}{'share over target':>18}"]
+    for r in rows:
+        b = r["binding"]
+        lines.append(f"{r['qps']:>10.4g}{r['servers']:>9}{100 * r['utilization']:>7.1f}%"
+                     + (f"{r['machines']:>10}" if machines is not None else "")
+                     + f"  {b:<8}{100 * r['tail'][b]:>17.3g}%")
+    if machines is not None:
+        lines.append(f"\n(servers = machines x {args.per_machine} cores, N+{args.redundancy})")
+    lines += ["", _wrap(res.explanation)]
+    return data, "\n".join(lines)
+
+
+def _cmd_timeout(args: argparse.Namespace) -> tuple[dict, str]:
+    from .. import plan
+
+    if args.p999 is None and args.timeout is None:
+        raise _UsageError("give --timeout (timeout-safe QPS) or --p999 (recommended timeout)")
+    if args.p999 is not None:
+        if args.qps is not None and args.cpu is None:
+            raise _UsageError("argument --qps: needs --cpu (a model of the server)")
+        model = args.cpu is not None and args.qps is not None
+        service = _service(args) if args.cpu is not None else None
+        adv = plan.recommend_timeout(args.p999, core=not args.non_core, user_limit=args.user_limit,
+                                     service=service if model else None,
+                                     arrival_rate=args.qps if model else None,
+                                     servers=args.servers, discipline=args.discipline)
+        data = {"command": "timeout", "mode": "recommend", "p999_s": adv.p999, "core": adv.core,
+                "multiplier": adv.multiplier, "user_limit_s": adv.user_limit, "timeout_s": adv.timeout,
+                "rule": adv.rule, "model_timeout_fraction": adv.timeout_fraction, "warning": adv.warning,
+                "explanation": adv.explanation}
+        lines = ["Recommended client timeout (rule: min(3 x P99.9, user limit) core, 1.5 x non-core)", "",
+                 f"{'P99.9':>12}{'call':>10}{'rule value':>12}{'user limit':>12}{'timeout':>10}  decided by"]
+        lines.append(f"{_ms(adv.p999):>12}{'core' if adv.core else 'non-core':>10}"
+                     f"{_ms(adv.multiplier * adv.p999):>12}{_ms(adv.user_limit) if adv.user_limit else '-':>12}"
+                     f"{_ms(adv.timeout):>10}  {adv.rule}")
+        if adv.timeout_fraction is not None:
+            lines.append(f"model: {100 * adv.timeout_fraction:.3g} % of requests slower than {_ms(adv.timeout)} "
+                         f"at {args.qps:g} QPS")
+        lines += ["", _wrap(adv.explanation)]
+        return data, "\n".join(lines)
+    if args.cpu is None:
+        raise _UsageError("argument --cpu: required with --timeout (a model of the server)")
+    service = _service(args)
+    res = plan.timeout_safe_rate(service, args.servers, args.timeout, args.max_fraction,
+                                 discipline=args.discipline, delay=args.delay, burst_qps=args.burst_qps)
+    data = {"command": "timeout", "mode": "safe_rate", "service": {"mean_s": args.cpu, "scv": float(service.scv),
+                                                                   "family": service.family},
+            "discipline": args.discipline, "servers": args.servers, "timeout_s": args.timeout,
+            "max_timeout_fraction": args.max_fraction, "delay_s": args.delay, "qps": res.qps,
+            "capacity_qps": res.capacity_qps, "utilization": res.utilization, "burst_qps": res.burst_qps,
+            "burst_seconds": res.burst_seconds, "explanation": res.explanation}
+    burst = res.burst_qps is not None
+    lines = [f"Timeout-safe rate: {_service_text(args, service)}, {args.servers} "
+             f"server{'s' if args.servers != 1 else ''}", "",
+             f"{'timeout':>10}{'max share':>11}{'safe QPS':>11}{'util':>8}{'capacity':>11}"
+             + (f"{'burst QPS':>11}{'may last':>10}" if burst else ""),
+             f"{_ms(args.timeout):>10}{100 * args.max_fraction:>10.3g}%{res.qps:>11.4g}{100 * res.utilization:>7.1f}%"
+             f"{res.capacity_qps:>11.4g}" + (f"{res.burst_qps:>11.4g}{_ms(res.burst_seconds):>10}" if burst else ""),
+             "", _wrap(res.explanation)]
+    return data, "\n".join(lines)
+
+
+def _cmd_scaling(args: argparse.Namespace) -> tuple[dict, str]:
+    from .. import plan
+
+    service = _service(args)
+    res = plan.compare_scaling(args.qps, service, args.slo, options=args.option, cores=args.cores,
+                               cores_per_machine=args.cores_per_machine, cost_per_machine=args.cost_per_machine,
+                               cost_per_core=args.cost_per_core, memory_per_process=args.memory_per_process,
+                               machine_memory=args.machine_memory, discipline=args.discipline)
+    t = res.table
+    qcols = [f"{_q(q)}_s" for q in res.slo]
+    rows = []
+    for label, r in t.iterrows():
+        row = {"option": label}
+        row.update({k: _jsonable(v) for k, v in r.items()})
+        rows.append(row)
+    data = {"command": "scaling", "peak_qps": args.qps,
+            "service": {"mean_s": args.cpu, "scv": float(service.scv), "family": service.family},
+            "discipline": args.discipline, "slo": {_q(q): v for q, v in res.slo.items()}, "best": res.best,
+            "rows": rows, "explanation": res.explanation}
+    width = max(len("option"), *(len(str(x)) for x in t.index))
+    head = (f"{'option':<{width}}{'cores':>6}{'util':>7}" + "".join(f"{c[:-2]:>9}" for c in qcols)
+            + f"{'SLO':>5}{'ceiling':>9}{'headroom':>9}{'N+1':>5}" + "".join(f"{'N+1 ' + c[:-2]:>11}" for c in qcols[-1:])
+            + f"{'cost':>9}" + (f"{'mem ok':>7}" if args.memory_per_process and args.machine_memory else ""))
+    lines = [f"Cluster vs machine at {args.qps:g} QPS: {_service_text(args, service)}; SLO "
+             + ", ".join(f"{_q(q)} <= {_ms(v)}" for q, v in res.slo.items()), "", head]
+    for label, r in t.iterrows():
+        lines.append(f"{label:<{width}}{int(r['cores']):>6}{100 * r['utilization']:>6.1f}%"
+                     + "".join(f"{_ms(r[c]):>9}" for c in qcols)
+                     + f"{'yes' if r['meets_slo'] else 'NO':>5}{r['ceiling_qps']:>9.4g}{r['headroom']:>8.2f}x"
+                     + f"{'yes' if r['n1_meets_slo'] else 'NO':>5}"
+                     + "".join(f"{_ms(r['n1_' + c]):>11}" for c in qcols[-1:])
+                     + f"{r['cost']:>9.4g}"
+                     + (f"{'yes' if r['fits_memory'] else 'NO':>7}" if args.memory_per_process and args.machine_memory
+                        else ""))
+    lines += ["", "(ceiling: QPS at which the SLO breaks; headroom: ceiling / peak; N+1: SLO with one machine down)",
+              "", _wrap(res.explanation)]
+    return data, "\n".join(lines)
+
+
+def _cmd_gc(args: argparse.Namespace) -> tuple[dict, str]:
+    from .. import plan
+
+    service = _service(args)
+    res = plan.gc_whatif(service, args.gc_share, args.pause, args.pause_rate, args.new_gc_share, args.new_pause,
+                         args.new_pause_rate, servers=args.servers, slo=args.slo, discipline=args.discipline,
+                         processes=args.processes, pause_scv=args.pause_scv, arrival_rate=args.qps,
+                         measured_gain=args.measured_gain)
+    t = res.table
+    qcols = [f"{_q(q)}_s" for q in sorted(args.slo)]
+    data = {"command": "gc", "service": {"mean_s": args.cpu, "scv": float(service.scv), "family": service.family},
+            "discipline": args.discipline, "processes": args.processes, "servers": args.servers,
+            "slo": {_q(q): float(v) for q, v in sorted(args.slo.items())},
+            "table": {k: {c: _jsonable(v) for c, v in row.items()} for k, row in t.iterrows()},
+            "arrival_rate": res.arrival_rate, "predicted_capacity_gain": res.predicted_capacity_gain,
+            "predicted_ceiling_gain": res.predicted_ceiling_gain, "measured_gain": res.measured_gain,
+            "gap": res.gap, "implied_cpu_share": res.implied_cpu_share, "notes": res.notes,
+            "explanation": res.explanation}
+    lines = [f"GC what-if: {_service_text(args, service)}, {args.processes} process"
+             f"{'es' if args.processes > 1 else ''}", "",
+             f"{'':<8}{'GC CPU':>8}{'pause':>9}{'pauses/s':>9}{'CPU/req':>9}{'scv':>6}{'capacity':>10}{'ceiling':>10}"
+             + "".join(f"{c[:-2] + ' @' + format(res.arrival_rate, '.4g') + ' QPS':>16}" for c in qcols)
+             + f"{'pause wait':>11}"]
+    for label, r in t.iterrows():
+        lines.append(f"{label:<8}{100 * r['gc_cpu_share']:>7.3g}%{_ms(r['pause_mean_s']):>9}"
+                     f"{r['pause_rate_per_s']:>9.3g}{_ms(r['service_mean_s']):>9}{r['service_scv']:>6.2f}"
+                     f"{r['capacity_qps']:>10.4g}{r['ceiling_qps']:>10.4g}"
+                     + "".join(f"{_ms(r[c]):>16}" for c in qcols) + f"{_ms(r['pause_delay_s']):>11}")
+    lines += ["", f"predicted: capacity {100 * res.predicted_capacity_gain:+.1f} %, SLO ceiling "
+                  f"{100 * res.predicted_ceiling_gain:+.1f} %"
+              + (f"; measured {100 * res.measured_gain:+.1f} % (gap {100 * res.gap:.1f} points)"
+                 if res.measured_gain is not None else ""), "", _wrap(res.explanation)]
+    return data, "\n".join(lines)
+
