@@ -56,10 +56,6 @@ from __future__ import annotations
 
 from .._deprecation import module_getattr as _module_getattr
 
-# Transitional, not part of the API (not in __all__): capacity/cli.py still imports these two
-# formatters from here; they live in capacity.units.  Delete the two lines once it imports them there.
-from ..units import format_quantile as _fmt_q  # noqa: F401
-from ..units import format_time as _fmt_time  # noqa: F401
 from .ceiling import Ceiling, ceiling_from_curve, qps_ceiling
 from .curves import DEFAULT_UTILIZATION, ResponseCurve, response_curve
 from .gc import GCWhatIf, gc_whatif
