@@ -511,3 +511,18 @@ def test_json_carries_the_results_own_record():
     data = json.loads(out.stdout)
     assert data["result"]["model"] == data["model"]
     assert data["result"]["parameters"]["cpu_per_request"]["estimate"] == pytest.approx(data["cpu_per_request_s"])
+
+
+@pytest.mark.parametrize("args", [
+    ["ceiling", "--cpu", "25ms"], ["servers", "--qps", "500", "--cpu", "25ms"],
+    ["timeout", "--cpu", "25ms", "--timeout", "1s"], ["timeout", "--p999", "300ms"],
+    ["scaling", "--qps", "300", "--cpu", "25ms", "--cores", "16", "--cores-per-machine", "4"],
+    ["gc", "--cpu", "9.375ms", "--gc-share", "27.5%", "--pause", "47.3ms"]])
+def test_planning_json_carries_the_results_own_record(args):
+    """Every planning command's --json holds the plan result's to_dict() under "result" (the result
+    protocol: to_dict is what --json prints), beside the command's own context fields."""
+    out = run(*args, "--json")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["command"] == args[0]
+    assert data["result"]["explanation"] == data["explanation"]

@@ -30,7 +30,7 @@ def _cmd_ceiling(args: argparse.Namespace) -> tuple[dict, str]:
     data = {"command": "ceiling", "service": {"mean_s": args.cpu, "scv": float(service.scv),
                                               "family": service.family},
             "discipline": args.discipline, "slo": {_q(q): t for q, t in res.slo.items()}, "slo_on": args.slo_on,
-            "delay_s": args.delay, "rows": rows, "explanation": res.explanation}
+            "delay_s": args.delay, "rows": rows, "explanation": res.explanation, "result": res.to_dict()}
     what = "wait" if args.slo_on == "wait" else ""
     slo_cols = [f"{_q(q)}{' wait' if what else ''}<={_ms(t)}" for q, t in res.slo.items()]
     lines = [f"QPS ceiling: {_service_text(args, service)}" + (f", +{_ms(args.delay)} delay" if args.delay else ""),
@@ -72,7 +72,7 @@ def _cmd_servers(args: argparse.Namespace) -> tuple[dict, str]:
                                               "family": service.family},
             "discipline": args.discipline, "slo": {_q(q): t for q, t in res.slo.items()}, "slo_on": args.slo_on,
             "delay_s": args.delay, "per_machine": args.per_machine, "redundancy": args.redundancy,
-            "rows": rows, "explanation": res.explanation}
+            "rows": rows, "explanation": res.explanation, "result": res.to_dict()}
     lines = [f"Servers needed: {_service_text(args, service)}; SLO "
              + ", ".join(f"{_q(q)}{' wait' if args.slo_on == 'wait' else ''} <= {_ms(t)}" for q, t in res.slo.items()),
              "",
@@ -106,7 +106,7 @@ def _cmd_timeout(args: argparse.Namespace) -> tuple[dict, str]:
         data = {"command": "timeout", "mode": "recommend", "p999_s": adv.p999, "core": adv.core,
                 "multiplier": adv.multiplier, "user_limit_s": adv.user_limit, "timeout_s": adv.timeout,
                 "rule": adv.rule, "model_timeout_fraction": adv.timeout_fraction, "warning": adv.warning,
-                "explanation": adv.explanation}
+                "explanation": adv.explanation, "result": adv.to_dict()}
         lines = ["Recommended client timeout (rule: min(3 x P99.9, user limit) core, 1.5 x non-core)", "",
                  f"{'P99.9':>12}{'call':>10}{'rule value':>12}{'user limit':>12}{'timeout':>10}  decided by"]
         lines.append(f"{_ms(adv.p999):>12}{'core' if adv.core else 'non-core':>10}"
@@ -127,7 +127,7 @@ def _cmd_timeout(args: argparse.Namespace) -> tuple[dict, str]:
             "discipline": args.discipline, "servers": args.servers, "timeout_s": args.timeout,
             "max_timeout_fraction": args.max_fraction, "delay_s": args.delay, "qps": res.qps,
             "capacity_qps": res.capacity_qps, "utilization": res.utilization, "burst_qps": res.burst_qps,
-            "burst_seconds": res.burst_seconds, "explanation": res.explanation}
+            "burst_seconds": res.burst_seconds, "explanation": res.explanation, "result": res.to_dict()}
     burst = res.burst_qps is not None
     lines = [f"Timeout-safe rate: {_service_text(args, service)}, {args.servers} "
              f"server{'s' if args.servers != 1 else ''}", "",
@@ -157,7 +157,7 @@ def _cmd_scaling(args: argparse.Namespace) -> tuple[dict, str]:
     data = {"command": "scaling", "peak_qps": args.qps,
             "service": {"mean_s": args.cpu, "scv": float(service.scv), "family": service.family},
             "discipline": args.discipline, "slo": {_q(q): v for q, v in res.slo.items()}, "best": res.best,
-            "rows": rows, "explanation": res.explanation}
+            "rows": rows, "explanation": res.explanation, "result": res.to_dict()}
     width = max(len("option"), *(len(str(x)) for x in t.index))
     head = (f"{'option':<{width}}{'cores':>6}{'util':>7}" + "".join(f"{c[:-2]:>9}" for c in qcols)
             + f"{'SLO':>5}{'ceiling':>9}{'headroom':>9}{'N+1':>5}" + "".join(f"{'N+1 ' + c[:-2]:>11}" for c in qcols[-1:])
@@ -195,7 +195,7 @@ def _cmd_gc(args: argparse.Namespace) -> tuple[dict, str]:
             "arrival_rate": res.arrival_rate, "predicted_capacity_gain": res.predicted_capacity_gain,
             "predicted_ceiling_gain": res.predicted_ceiling_gain, "measured_gain": res.measured_gain,
             "gap": res.gap, "implied_cpu_share": res.implied_cpu_share, "notes": res.notes,
-            "explanation": res.explanation}
+            "explanation": res.explanation, "result": res.to_dict()}
     lines = [f"GC what-if: {_service_text(args, service)}, {args.processes} process"
              f"{'es' if args.processes > 1 else ''}", "",
              f"{'':<8}{'GC CPU':>8}{'pause':>9}{'pauses/s':>9}{'CPU/req':>9}{'scv':>6}{'capacity':>10}{'ceiling':>10}"
