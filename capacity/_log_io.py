@@ -9,6 +9,7 @@ from __future__ import annotations
 import bz2
 import codecs
 import gzip
+import io
 import lzma
 import os
 import warnings
@@ -69,8 +70,33 @@ def _open_binary_or_text(source):
             return lzma.open(path, "rb"), True
         return open(path, "rb"), True
     if hasattr(source, "read"):
-        return source, False
+        return decompressed(source), False
     raise ValueError(f"path must be a file path or a file-like object, got {source!r}")
+
+
+def decompressed(handle):
+    """A binary handle on gzip, bz2 or xz data as a handle on the data itself (recognised by the
+    magic bytes, as for paths); any other handle unchanged.  Needs a handle that can peek or seek:
+    others are read as they come."""
+    if isinstance(handle, io.TextIOBase):
+        return handle
+    if hasattr(handle, "peek"):
+        magic = handle.peek(6)[:6]
+    elif getattr(handle, "seekable", lambda: False)():
+        at = handle.tell()
+        magic = handle.read(6)
+        handle.seek(at)
+    else:
+        return handle
+    if not isinstance(magic, bytes):
+        return handle
+    if magic[:2] == b"\x1f\x8b":
+        return gzip.open(handle, "rb")
+    if magic[:3] == b"BZh":
+        return bz2.open(handle, "rb")
+    if magic == b"\xfd7zXZ\x00":
+        return lzma.open(handle, "rb")
+    return handle
 
 
 @dataclass

@@ -33,7 +33,7 @@ import pandas as pd
 from ._log_columns import _UNITS, _normalise_requests, _RequestColumns, _resolve_columns
 from ._log_format import _FLOAT_VARS, _INT_VARS, _MULTI_FLOAT_VARS, _RENAME, _compile_format, _CompiledFormat
 from ._log_io import (LogReadWarning, MalformedLinesWarning, UndecodableLinesWarning, _check_max_examples,
-                      _decode_chunk, _describe, _open_binary_or_text, _Stats)
+                      _decode_chunk, _describe, _open_binary_or_text, _Stats, decompressed)
 
 __all__ = [
     "COMBINED",
@@ -536,19 +536,27 @@ def _iter_requests(source, time_column, duration_column, endpoint_column, upstre
         if stats.lines == 0:
             raise ValueError(f"{stats.source}: the file has no rows")
         return
+    if hasattr(source, "read"):
+        source = decompressed(source)   # a path's compression pandas infers from its name
     try:
         reader = pd.read_csv(source, chunksize=int(chunksize), sep=sep, dtype=object,
                              keep_default_na=False, na_values=[""], skip_blank_lines=False, **read_kwargs)
+        rc = None
+        start = 0
+        with reader:
+            for part in reader:
+                rc = rc or resolve(part.columns)
+                # +2: line 1 is the header, rows count from 0 (assumes one record per line, no quoted newlines)
+                yield rc, _normalise_requests(part, rc, time_unit, stats, start, 2)
+                start += len(part)
     except pd.errors.EmptyDataError:
         raise ValueError(f"{stats.source}: the file is empty, there is no header nor data") from None
-    rc = None
-    start = 0
-    with reader:
-        for part in reader:
-            rc = rc or resolve(part.columns)
-            # +2: line 1 is the header, rows count from 0 (assumes one record per line, no quoted newlines)
-            yield rc, _normalise_requests(part, rc, time_unit, stats, start, 2)
-            start += len(part)
+    except UnicodeDecodeError as exc:
+        # Binary data (or text in another encoding) read as a CSV table: say which file and where.
+        encoding = read_kwargs.get("encoding", "utf-8")
+        raise ValueError(f"{stats.source}: not a text table in {encoding}: byte {exc.object[exc.start:exc.start + 1]!r} "
+                         f"at byte offset {exc.start} of a chunk cannot be decoded (a binary or compressed file? "
+                         f"give encoding= for other text encodings)") from None
     if stats.lines == 0:
         raise ValueError(f"{stats.source}: the file has a header but no rows")
 

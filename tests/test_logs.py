@@ -418,3 +418,25 @@ def test_property_counts_and_chunk_invariance(picks, chunk_lines, max_examples):
     assert [n for n, _ in df.attrs["skipped_examples"]] == expected_bad[:max_examples]
     data.seek(0)
     pd.testing.assert_frame_equal(df, read_quietly(data, chunk_lines=10_000))
+
+
+# ------------------------------------------------------------------ issue 14: bad input that slipped through
+@pytest.mark.parametrize("compress", [gzip.compress, bz2.compress, lzma.compress])
+def test_request_table_from_a_binary_handle_on_compressed_data(tmp_path, compress):
+    """A binary handle on a .gz/.bz2/.xz CSV is decompressed (by its magic bytes, as paths are); before,
+    pandas read the compressed bytes as text and raised UnicodeDecodeError."""
+    raw = b"time,duration_ms\n1.0,10\n2.0,12\n3.0,11\n"
+    path = tmp_path / "requests.csv.gz"
+    path.write_bytes(compress(raw))
+    with open(path, "rb") as handle:
+        got = read_requests(handle)
+    assert got["duration"].tolist() == pytest.approx([0.010, 0.012, 0.011])
+    assert read_requests(io.BytesIO(compress(raw)))["duration"].tolist() == pytest.approx([0.010, 0.012, 0.011])
+
+
+def test_binary_file_read_as_a_table_names_the_file(tmp_path):
+    path = tmp_path / "not_a_table.csv"
+    path.write_bytes(bytes(range(128, 256)) * 40)
+    with pytest.raises(ValueError, match=r"not_a_table\.csv: not a text table in utf-8: byte b'\\x80' at byte "
+                                         r"offset 0"):
+        read_requests(path)
