@@ -3,9 +3,9 @@
 State: the number n of other requests present.  The tagged request is served at rate
 ``mu min(1, c/(n+1))``, the others leave at ``n mu min(1, c/(n+1))``, arrivals come at ``lam``;
 at the tagged arrival n has the stationary M/M/c law (PASTA).  Exact for exponential service on
-any number of cores: the distribution by spectral modes (:func:`_mmc_sf_modes`) or by the
-resolvent of the chain at the Euler nodes (:func:`_mmc_sf_pdf`), the conditional mean by the
-attained-service chain (:func:`_mmc_cond_mean_modes`).  Used by :mod:`capacity.ps`.
+any number of cores: the distribution by the resolvent of the chain at the Euler nodes
+(:func:`_mmc_sf_pdf`), the conditional mean by the attained-service chain
+(:func:`_mmc_cond_mean_modes`).  Used by :mod:`capacity.ps`.
 """
 from __future__ import annotations
 
@@ -32,35 +32,6 @@ def _mmc_stationary(lam: float, mu: float, c: int, nmax: int) -> np.ndarray:
 def _truncation(rho: float, c: int) -> int:
     # Beyond c the stationary law is geometric with ratio rho: stop where it is < 1e-18.
     return int(c + 10 + np.ceil(np.log(1e-18) / np.log(max(rho, 1e-300))) if rho > 0 else c + 10)
-
-
-def _mmc_sf_modes(lam: float, mu: float, c: int) -> tuple[np.ndarray, np.ndarray]:
-    """P(T > t) = sum_j coef_j exp(eig_j t) for the M/M/c-PS response time.
-
-    State: the number n of other requests.  The tagged request is served at
-    rate mu min(1, c/(n+1)) (and leaves), the others leave at rate
-    n mu min(1, c/(n+1)), arrivals at rate lam; at the tagged arrival n has
-    the stationary M/M/c law (PASTA).  The generator is a birth-death matrix
-    with killing, symmetrised by D = diag(sqrt(w)), w_{n+1}/w_n = b_n/d_{n+1}.
-    """
-    if lam == 0.0:
-        return np.array([1.0]), np.array([-mu])
-    nmax = _truncation(lam / (c * mu), c)
-    n = np.arange(nmax + 1)
-    share = mu * np.minimum(1.0, c / (n + 1.0))
-    birth = np.where(n < nmax, lam, 0.0)
-    death = n * share
-    diag = -(birth + death + share)
-    off = np.sqrt(lam * death[1:])
-    logw = np.concatenate([[0.0], np.cumsum(np.log(lam) - np.log(death[1:]))])
-    logw -= logw.max()
-    alpha = _mmc_stationary(lam, mu, c, nmax)
-    with np.errstate(divide="ignore"):
-        left = np.where(alpha > 0, np.exp(np.log(np.maximum(alpha, 1e-320)) - 0.5 * logw), 0.0)
-    right = np.exp(0.5 * logw)
-    eig, vec = eigh_tridiagonal(diag, off)
-    coef = (left @ vec) * (vec.T @ right)
-    return coef, eig
 
 
 def _mmc_cond_mean_modes(lam: float, mu: float, c: int) -> tuple[np.ndarray, np.ndarray]:
@@ -143,7 +114,7 @@ def _mmc_sf_pdf(t: np.ndarray, rho: np.ndarray, c: np.ndarray) -> tuple[np.ndarr
 def _mmc_sf_pdf_sweep(t: np.ndarray, rho: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """P(T > t) and the density of the M/M/c-PS response time, in units of E[S].
 
-    Same tagged-request chain as _mmc_sf_modes (state: others n, truncated where
+    The tagged-request chain of the module docstring (state: others n, truncated where
     the stationary tail is < 1e-15), but through its resolvent: the transform
     of P(T > t) is alpha (sI - Q)^-1 1, a tridiagonal solve done for every
     Euler node at once by one backward sweep (continued fraction) over n,
