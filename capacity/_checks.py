@@ -100,16 +100,9 @@ def _first_bad(arr: np.ndarray, bad: np.ndarray) -> object:
     return arr[bad].flat[0].item() if arr.ndim else arr.item()
 
 
-def _holds_text(value) -> bool:
-    """True for a string, or an array or sequence holding one (numpy would parse ``"5"`` as 5.0)."""
-    if isinstance(value, (str, bytes, np.str_, np.bytes_)):
-        return True
-    if isinstance(value, (numbers.Number, np.generic)):
-        return False
-    try:
-        raw = np.asarray(value)
-    except (TypeError, ValueError):
-        return False
+def _is_text(raw: np.ndarray) -> bool:
+    """True for an array of strings, or of objects among which a string (numpy would parse
+    ``"5"`` as 5.0)."""
     if raw.dtype.kind in "US":
         return True
     return raw.dtype == object and any(isinstance(v, (str, bytes)) for v in raw.flat)
@@ -119,16 +112,21 @@ def as_float_array(value, name: str) -> np.ndarray:
     """Convert to a float array, rejecting booleans, strings and NaN."""
     if isinstance(value, (bool, np.bool_)):
         raise ValueError(f"{name} must be a number, got {value!r}")
-    if _holds_text(value):
+    def not_numbers() -> ValueError:
+        return ValueError(f"{name} must be a number or an array of numbers, got {value!r}")
+
+    try:
+        raw = np.asarray(value)
+    except (TypeError, ValueError):   # ragged nested lists
+        raise not_numbers() from None
+    if _is_text(raw):
         # A planning script that passes "5" has read a number from text and not converted it:
         # say so instead of quietly parsing (and, for "5ms", failing with numpy's words).
         raise ValueError(f"{name} must be a number or an array of numbers, not text; got {value!r}")
     try:
-        arr = np.asarray(value, dtype=float)
+        arr = raw.astype(float, copy=False)
     except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a number or an array of numbers, got {value!r}") from None
-    if arr.dtype == bool:  # pragma: no cover - asarray(dtype=float) converts
-        raise ValueError(f"{name} must be a number, got {value!r}")
+        raise not_numbers() from None
     nan = np.isnan(arr)
     if nan.any():
         raise ValueError(f"{name} must not be NaN, got {value!r}")
