@@ -405,8 +405,10 @@ def test_fit_rr_admission_is_passed_through_and_recorded():
     assert "--admission {fifo,idle}" in help_text and "no request in flight is runnable" in help_text
 
 
-def test_fit_log_passes_admission(tmp_path, monkeypatch):
-    """--log goes through from_requests, which hands admission on to from_percentiles."""
+@pytest.fixture
+def from_requests_spy(tmp_path, monkeypatch):
+    """A small CSV log, and fit.from_requests replaced by a spy that records its keyword arguments
+    and stops the command (exit 2, "spy" on stderr): (path, the recorded kwargs)."""
     import capacity.fit
 
     seen = {}
@@ -418,6 +420,12 @@ def test_fit_log_passes_admission(tmp_path, monkeypatch):
     monkeypatch.setattr(capacity.fit, "from_requests", spy)
     path = tmp_path / "requests.csv"
     path.write_text("time,duration_ms\n1.0,10\n2.0,12\n3.0,11\n")
+    return path, seen
+
+
+def test_fit_log_passes_admission(from_requests_spy):
+    """--log goes through from_requests, which hands admission on to from_percentiles."""
+    path, seen = from_requests_spy
     out = run("fit", "--log", str(path), "--discipline", "rr", "--slices", "5", "--admission", "idle")
     assert out.returncode == 2 and "spy" in out.stderr
     assert seen["admission"] == "idle" and seen["slices"] == 5 and seen["discipline"] == "rr"
@@ -451,20 +459,10 @@ def test_percentile_parsing():
 
 
 # ------------------------------------------------------------------ the glossary's flag names, and the pipe
-def test_timing_flag_and_its_old_name(tmp_path, monkeypatch):
+def test_timing_flag_and_its_old_name(from_requests_spy):
     """--timing chooses the measured time a log fit models; --latency (its old name) still works for one
     release and says so on stderr, once."""
-    import capacity.fit
-
-    seen = {}
-
-    def spy(df, **kwargs):
-        seen.update(kwargs)
-        raise ValueError("spy: stop here")
-
-    monkeypatch.setattr(capacity.fit, "from_requests", spy)
-    path = tmp_path / "requests.csv"
-    path.write_text("time,duration_ms\n1.0,10\n2.0,12\n3.0,11\n")
+    path, seen = from_requests_spy
     out = run("fit", "--log", str(path), "--timing", "upstream")
     assert seen["timing"] == "upstream" and "latency" not in seen and "--latency" not in out.stderr
     seen.clear()

@@ -3,11 +3,9 @@ from __future__ import annotations
 
 import argparse
 import textwrap
-from typing import Any
-
-import numpy as np
 
 from .. import units
+from .._result import jsonable as _jsonable  # noqa: F401  (what --json prints, as results do)
 from ..distributions import Service
 
 
@@ -24,20 +22,6 @@ def _service(args: argparse.Namespace) -> Service:
         return Service.from_moments(args.cpu, scv, family=args.family)
     except ValueError as exc:
         raise _UsageError(f"argument --scv: {' '.join(str(exc).split())}") from None
-
-
-def _jsonable(x: Any) -> Any:
-    if isinstance(x, dict):
-        return {str(k): _jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_jsonable(v) for v in x]
-    if isinstance(x, np.ndarray):
-        return _jsonable(x.tolist())
-    if isinstance(x, np.generic):
-        return x.item()
-    if isinstance(x, float) and not np.isfinite(x):
-        return None if np.isnan(x) else ("inf" if x > 0 else "-inf")
-    return x
 
 
 def _ms(seconds: float) -> str:
