@@ -97,7 +97,7 @@ def parse_share(text: str, *, allow_one: bool = False) -> float:
     """
     value = _fraction(text, "a share like 0.001, 0.1% or 55%")
     if not (0 < value < 1 or (allow_one and value == 1)):
-        bound = "(0, 100%]" if allow_one else "strictly between 0 and 1"
+        bound = "in (0, 100%]" if allow_one else "strictly between 0 and 1"
         raise ValueError(f"expected a share {bound}, got {text!r}")
     return value
 

@@ -87,7 +87,8 @@ def _fit_log(args: argparse.Namespace):
         raise _UsageError(f"argument --log: cannot fit {args.log!r}: {why}")
     source = {"kind": "log", "path": args.log, "format": fmt, "requests": int(res.n_observations),
               "lines_skipped": int(df.attrs.get("skipped", 0)), "load_bins": int(len(res.bins_)),
-              "timing": args.timing or "duration"}
+              "timing": args.timing or "duration",
+              "latency": args.timing or "duration"}   # the old key of "timing", kept for one release
     return res, res.fit_, source, notes
 
 
