@@ -32,15 +32,3 @@ def idle_constants(request, monkeypatch):
         rows = rr._IDLE_Q.shape[0]
         monkeypatch.setattr(rr, "_IDLE_Q", np.linspace(0.2, 0.6, n)[None, :] + 0.1 * np.arange(rows)[:, None])
     return request.param
-
-
-def pytest_collection_modifyitems(config, items):
-    """Run the tests that measure a real server's CPU cost first, on a machine the suite has not yet
-    loaded.  After ~6 minutes of the suite's own simulation work a warm no-op request on the Koa
-    server measured 0.50-0.60 ms of CPU (three runs on a 2-core VM; the harness bounds it at 0.5 ms),
-    and at the start of a run, or alone on a quiet machine, it measured below the bound: the
-    measurement should see the machine, not the heat of the tests before it."""
-    first = [item for item in items if item.get_closest_marker("measures_host")]
-    if first:
-        rest = [item for item in items if not item.get_closest_marker("measures_host")]
-        items[:] = first + rest

@@ -22,9 +22,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-# These tests time a real Node.js server: tests/conftest.py runs them before the simulation-heavy rest.
-pytestmark = pytest.mark.measures_host
-
 ROOT = Path(__file__).resolve().parents[1]
 VALIDATION = ROOT / "validation"
 
