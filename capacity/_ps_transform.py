@@ -82,6 +82,23 @@ def _ph_size_horizon(beta: np.ndarray, tm: np.ndarray, mean: np.ndarray) -> np.n
     return x
 
 
+def _sojourn_generator(s: np.ndarray, lam: np.ndarray, beta: np.ndarray, tm: np.ndarray):
+    """The pieces every form of the transform needs: the exit rates ``t = -Tm 1``, the utilisation
+    ``rho = lam E[S]``, the equilibrium residual law ``pi_e = beta (-Tm)^-1 / E[S]`` and the
+    (n, K, m+1, m+1) matrix ``M(s) = [[Tm - (s + lam) I, t], [-lam beta, 0]]`` whose exponential
+    gives (y, z)(x) (see :func:`_ps1_lst`)."""
+    n, nk = s.shape
+    m = beta.shape[-1]
+    tvec = -tm.sum(axis=-1)
+    inv_row = np.linalg.solve(np.swapaxes(-tm, -1, -2), beta[..., None])[..., 0]  # beta (-Tm)^-1
+    mean = inv_row.sum(axis=-1)
+    big = np.zeros((n, nk, m + 1, m + 1), dtype=complex)
+    big[..., :m, :m] = tm[:, None] - (s + lam[:, None])[..., None, None] * np.eye(m)
+    big[..., :m, m] = tvec[:, None, :]
+    big[..., m, :m] = -(lam[:, None] * beta)[:, None, :]
+    return tvec, lam * mean, inv_row / mean[:, None], big
+
+
 def _ps1_lst(s: np.ndarray, lam: np.ndarray, beta: np.ndarray, tm: np.ndarray,
              horizon: np.ndarray) -> np.ndarray:
     """E[exp(-s T)] of the M/PH/1-PS response time, batched.
@@ -96,16 +113,7 @@ def _ps1_lst(s: np.ndarray, lam: np.ndarray, beta: np.ndarray, tm: np.ndarray,
     """
     n, nk = s.shape
     m = beta.shape[-1]
-    tvec = -tm.sum(axis=-1)
-    inv_row = np.linalg.solve(np.swapaxes(-tm, -1, -2), beta[..., None])[..., 0]  # beta (-Tm)^-1
-    mean = inv_row.sum(axis=-1)
-    rho = lam * mean
-    pi_e = inv_row / mean[:, None]
-    big = np.zeros((n, nk, m + 1, m + 1), dtype=complex)
-    eye = np.eye(m)
-    big[..., :m, :m] = tm[:, None] - (s + lam[:, None])[..., None, None] * eye
-    big[..., :m, m] = tvec[:, None, :]
-    big[..., m, :m] = -(lam[:, None] * beta)[:, None, :]
+    tvec, rho, pi_e, big = _sojourn_generator(s, lam, beta, tm)
     # Common number of panels; each element has its own panel width.
     rate = np.max(np.abs(np.diagonal(tm, axis1=-2, axis2=-1)), axis=-1) + lam
     spin = np.max(np.abs(s), axis=-1)
@@ -208,16 +216,8 @@ def _ps1_lst_eig(s, lam, beta, tm, horizon, rule=None):
     """
     n, nk = s.shape
     m = beta.shape[-1]
-    tvec = -tm.sum(axis=-1)
-    inv_row = np.linalg.solve(np.swapaxes(-tm, -1, -2), beta[..., None])[..., 0]
-    mean = inv_row.sum(axis=-1)
-    rho = lam * mean
-    pi_e = inv_row / mean[:, None]
-    big = np.zeros((n, nk, m + 1, m + 1), dtype=complex)
+    tvec, rho, pi_e, big = _sojourn_generator(s, lam, beta, tm)
     eye = np.eye(m)
-    big[..., :m, :m] = tm[:, None] - (s + lam[:, None])[..., None, None] * eye
-    big[..., :m, m] = tvec[:, None, :]
-    big[..., m, :m] = -(lam[:, None] * beta)[:, None, :]
     with np.errstate(all="ignore"):
         d, vec = np.linalg.eig(big)
         try:
@@ -312,15 +312,7 @@ def _ps1_lst_atom(s, lam, beta, tm, x):
     """
     n, nk = s.shape
     m = beta.shape[-1]
-    tvec = -tm.sum(axis=-1)
-    inv_row = np.linalg.solve(np.swapaxes(-tm, -1, -2), beta[..., None])[..., 0]
-    mean = inv_row.sum(axis=-1)
-    rho = lam * mean
-    pi_e = inv_row / mean[:, None]
-    big = np.zeros((n, nk, m + 1, m + 1), dtype=complex)
-    big[..., :m, :m] = tm[:, None] - (s + lam[:, None])[..., None, None] * np.eye(m)
-    big[..., :m, m] = tvec[:, None, :]
-    big[..., m, :m] = -(lam[:, None] * beta)[:, None, :]
+    tvec, rho, pi_e, big = _sojourn_generator(s, lam, beta, tm)
     state = _expm(big * x[:, None, None, None]).sum(axis=-1)
     den = state[..., m] - rho[:, None] * np.einsum("nki,ni->nk", state[..., :m], pi_e)
     return (1.0 - rho)[:, None] * np.exp(-(s + lam[:, None]) * x[:, None]) / den
