@@ -141,7 +141,6 @@ def test_bad_flags_exit_2_with_one_line(args, flag):
 
 @pytest.mark.parametrize("args,words", [
     (["servers", "--qps", "100", "--cpu", "25ms", "--slo", "p99=10ms", "--discipline", "fcfs"], "cannot be met"),
-    (["ceiling", "--cpu", "25ms", "--scv", "2", "--servers", "2"], "not supported"),
 ])
 def test_model_errors_exit_2_with_one_line(args, words):
     out = run(*args)
@@ -524,3 +523,12 @@ def test_planning_json_carries_the_results_own_record(args):
     data = json.loads(out.stdout)
     assert data["command"] == args[0]
     assert data["result"]["explanation"] == data["explanation"]
+
+
+def test_ceiling_on_several_cores_with_any_cpu_law():
+    """Processor sharing on several cores answers for every CPU law (it raised before)."""
+    out = run("ceiling", "--cpu", "25ms", "--scv", "2", "--servers", "2", "--slo", "p99=500ms", "--json")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    qps = data["result"]["qps"] if "qps" in data["result"] else data["rows"][0]["qps"]
+    assert 0 < qps < 80

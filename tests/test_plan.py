@@ -124,11 +124,6 @@ def test_ps_ceiling_hits_the_slo_exactly():
     assert res.qps < plan.qps_ceiling(0.025, slo={0.99: 0.5}, discipline="fcfs").qps
 
 
-def test_ps_multi_server_non_exponential_propagates():
-    with pytest.raises(NotImplementedError, match="exponential"):
-        plan.qps_ceiling(Service.lognormal(0.025, 2.0), servers=2, slo={0.99: 0.5}, discipline="ps")
-
-
 @pytest.mark.parametrize("kwargs,match", [
     (dict(slo={1.5: 0.5}), "quantile"),
     (dict(slo={0.99: -1.0}), "slo"),

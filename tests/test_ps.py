@@ -253,8 +253,6 @@ def test_bad_input_names_parameter():
         ps.conditional_mean_response(-1.0, 0.5, 1.0)
     with pytest.raises(ValueError, match="t"):
         ps.response_sf(np.nan, 0.5, 1.0)
-    with pytest.raises(NotImplementedError):
-        ps.response_quantile(0.9, 1.0, Service.erlang(1.0, 2), servers=2)
 
 
 def test_phase_type_fits_moments():

@@ -223,9 +223,9 @@ def from_percentiles(
     Model: Poisson arrivals at ``arrival_rate`` to one queue of ``servers``;
     response = queue response time of the service S (exact M/G/1 FCFS from
     :func:`capacity.fcfs.response_quantile`, the M/G/c approximation there for
-    ``servers > 1``; PS from :func:`capacity.ps.response_quantile`, exact for
-    exponential, hyperexponential and Erlang/integer-shape gamma, a PH moment
-    fit otherwise) plus an independent delay D.  Constant D adds to every
+    ``servers > 1``; PS from :func:`capacity.ps.response_quantile`, exact on one
+    core for exponential, hyperexponential and Erlang/integer-shape gamma and on
+    several for exponential, an approximation with its measured error otherwise) plus an independent delay D.  Constant D adds to every
     quantile exactly.  Lognormal D: the quantile of the sum comes from a
     numerical convolution, P(T + D <= x) = E[F_T(x - D)] with 32-node
     Gauss-Hermite quadrature over log D and F_T interpolated on a 96-point log

@@ -180,8 +180,8 @@ def qps_ceiling(service: Service | ArrayLike, servers: ArrayLike = 1, slo: Mappi
 
     The accuracy is that of the forward model: exact for M/G/1 and M/M/c FCFS and for PS with
     phase-type service on one core or exponential service on ``c`` cores; approximate otherwise
-    (see :mod:`capacity.fcfs` and :mod:`capacity.ps`).  Processor sharing with ``servers > 1``
-    and non-exponential service raises ``NotImplementedError``.  Tail fractions below 1e-7
+    (see :mod:`capacity.fcfs` and :mod:`capacity.ps`, whose several-core processor sharing
+    for any service law states its error against simulation).  Tail fractions below 1e-7
     (``q > 1 - 1e-7``) are below the numerical resolution of the forward models and are
     rejected.
 

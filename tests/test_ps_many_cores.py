@@ -1,0 +1,162 @@
+"""M/G/c processor sharing for non-exponential service (capacity.ps with servers > 1).
+
+References are independent of the code under test: the same tagged-request chain built as a
+dense Kronecker generator and propagated by scipy's expm (no Laplace inversion, no LAPACK
+tridiagonal solver), the exact M/M/c-PS chain, the restricted chain's expm for the probability
+of never sharing a core, the service's own quantiles where no request shares a core, and
+seeded simulations of exact PS with batch-means confidence intervals.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.linalg import expm
+from scipy.special import gammaln
+
+from capacity import Service, plan, ps, simulate
+from capacity._ps_chain import _mmc_sf_pdf
+from capacity._ps_many_cores import _mgc_sf_pdf, _no_share_modes, _no_share_probability
+from capacity.phasetype import phase_type
+
+
+def _bidiagonal(tm):
+    rate = -np.diagonal(tm, axis1=-2, axis2=-1)
+    onward = np.concatenate([np.diagonal(tm, 1, axis1=-2, axis2=-1), np.zeros(tm.shape[:-2] + (1,))], axis=-1)
+    return rate, onward
+
+
+def _dense_chain_sf(t, lam, mu, c, beta, tm, nmax):
+    """P(T > t) of the tagged-request chain (others n <= nmax, tagged phase i) by expm."""
+    n = np.arange(nmax + 1)
+    share = np.minimum(1.0, c / (n + 1.0))
+    q_env = np.diag(np.full(nmax, lam), 1) + np.diag(n[1:] * share[1:] * mu, -1)
+    q_env -= np.diag(q_env.sum(axis=1))
+    gen = np.kron(q_env, np.eye(beta.size)) + np.kron(np.diag(share), tm)
+    logw = n * np.log(lam / mu) - gammaln(np.minimum(n, c) + 1) - np.maximum(n - c, 0) * np.log(c)
+    alpha = np.exp(logw - logw.max())
+    alpha /= alpha.sum()
+    start = np.kron(alpha, beta)
+    return np.array([start @ expm(gen * x) @ np.ones(gen.shape[0]) for x in np.atleast_1d(t)])
+
+
+def test_chain_is_the_exact_mmc_chain_for_exponential_service():
+    t = np.array([0.05, 0.5, 2.0, 10.0, 40.0])
+    for c, rho in ((2, 0.3), (4, 0.8), (16, 0.95)):
+        b = t.size
+        sf, pdf = _mgc_sf_pdf(t, np.full(b, rho * c), np.ones(b), np.full(b, c), np.ones((b, 1)),
+                              np.ones((b, 1)), np.zeros((b, 1)))
+        ref_sf, ref_pdf = _mmc_sf_pdf(t, np.full(b, rho), np.full(b, c))
+        np.testing.assert_allclose(sf, ref_sf, atol=1e-9)
+        np.testing.assert_allclose(pdf, ref_pdf, atol=1e-8)
+
+
+@pytest.mark.parametrize("svc", [Service.erlang(1.0, 3), Service.hyperexponential(1.0, 4.0),
+                                 Service.lognormal(1.0, 2.0)], ids=lambda s: s.family)
+def test_chain_matches_dense_expm_of_the_same_chain(svc):
+    beta, tm = phase_type(svc, fit="distribution")
+    lam, c = 1.8, 3
+    t = np.array([0.2, 1.0, 3.0, 8.0])
+    rate, onward = _bidiagonal(tm)
+    b = t.size
+    sf, _ = _mgc_sf_pdf(t, np.full(b, lam), np.ones(b), np.full(b, c), np.broadcast_to(beta, (b, beta.size)),
+                        np.broadcast_to(rate, (b, beta.size)), np.broadcast_to(onward, (b, beta.size)))
+    ref = _dense_chain_sf(t, lam, 1.0, c, beta, tm, nmax=60)
+    np.testing.assert_allclose(sf, ref, atol=2e-8)
+
+
+def test_probability_of_never_sharing_a_core_matches_expm():
+    lam, mu = np.array([3.0, 0.5, 12.0, 40.0]), np.array([1.0, 1.0, 1.0, 2.0])
+    c = np.array([4, 1, 16, 24])
+    coef, theta = _no_share_modes(lam, mu, c)
+    for i in range(lam.size):
+        n = np.arange(c[i])
+        q = np.diag(-(lam[i] + n * mu[i])) + np.diag(np.full(c[i] - 1, lam[i]), 1) + np.diag(n[1:] * mu[i], -1)
+        a = lam[i] / mu[i]
+        logw = n * np.log(a) - gammaln(n + 1)
+        log_rest = c[i] * np.log(a) - gammaln(c[i] + 1) - np.log1p(-a / c[i])
+        pi = np.exp(logw) / (np.exp(logw).sum() + np.exp(log_rest))
+        for x in (0.0, 0.3, 2.0, 7.0):
+            ref = pi @ expm(x * q) @ np.ones(c[i])
+            got = _no_share_probability(np.array([x]), coef[i:i + 1], theta[i:i + 1])[0]
+            assert got == pytest.approx(ref, rel=1e-9, abs=1e-14)
+
+
+@pytest.mark.parametrize("svc", [Service.lognormal(0.02, 3.0), Service.gamma(0.02, 10.0), Service.gamma(0.02, 0.1),
+                                 Service.deterministic(0.02),
+                                 Service.empirical(np.random.default_rng(3).gamma(2.0, 0.01, size=4000))],
+                         ids=lambda s: s.family)
+def test_many_cores_at_light_load_answer_the_cpu_time_itself(svc):
+    """64 cores at utilisation 0.3: a request shares a core with probability ~1e-10, so its
+    response time is its own CPU time and the quantiles are the service's.  (An empirical
+    law's distribution function is flat between samples, where P(T > t) = 1 - q holds on a
+    whole interval: the answer lies between that sample and the next.)"""
+    qs = np.array([0.1, 0.5, 0.9, 0.99, 0.999])
+    got = np.asarray(ps.response_quantile(qs, 0.3 * 64 / svc.mean, svc, servers=64))
+    if svc.family == "empirical":
+        n = svc._samples.size
+        assert np.all(got >= svc.ppf(qs) * (1 - 1e-7)), (got, svc.ppf(qs))  # the solver stops at 1e-8 in log t
+        assert np.all(got <= svc.ppf(np.minimum(qs + 1.0 / n, 1 - 1e-12)) * (1 + 1e-7)), got
+    else:
+        np.testing.assert_allclose(got, svc.ppf(qs), rtol=2e-3)
+
+
+# (service, cores, utilisation, stated error per level p50/p90/p99/p99.9, from the docstring table)
+SIM_CASES = [
+    (Service.lognormal(1.0, 4.0), 4, 0.8, (0.03, 0.03, 0.05, 0.08)),
+    (Service.gamma(1.0, 10.0), 2, 0.6, (0.05, 0.08, 0.05, 0.15)),
+    (Service.deterministic(1.0), 16, 0.6, (0.03, 0.03, 0.06, 0.15)),
+    (Service.gamma(1.0, 0.1), 4, 0.6, (0.02, 0.02, 0.04, 0.06)),
+]
+
+
+@pytest.mark.parametrize("svc,c,rho,tol", SIM_CASES, ids=lambda v: getattr(v, "family", str(v)))
+def test_quantiles_agree_with_simulation(svc, c, rho, tol):
+    levels = (0.5, 0.9, 0.99, 0.999)
+    lam = rho * c
+    horizon = 1.5e6 / lam
+    run = simulate(lam, svc, discipline="ps", servers=c, horizon=horizon, seed=20261203)
+    model = np.asarray(ps.response_quantile(levels, lam, svc, servers=c))
+    for q, pred, err in zip(levels, model, tol):
+        ci = run.confidence_interval(q, level=0.99, batches=30, warmup=0.02 * horizon)
+        assert abs(pred / ci.estimate - 1) <= err + ci.half_width / ci.estimate, (q, pred, ci)
+
+
+FAMILIES = st.sampled_from(["deterministic", "gamma", "lognormal", "erlang", "hyperexponential"])
+
+
+def _service(family: str, scv: float) -> Service:
+    if family == "deterministic":
+        return Service.deterministic(0.01)
+    if family == "erlang":
+        return Service.erlang(0.01, int(np.clip(round(1 / scv), 1, 8)))
+    if family == "hyperexponential":
+        return Service.hyperexponential(0.01, max(scv, 1.05))
+    return getattr(Service, family)(0.01, scv)
+
+
+@settings(max_examples=25, deadline=None)
+@given(family=FAMILIES, scv=st.floats(0.05, 20.0), c=st.integers(2, 16), rho=st.floats(0.02, 0.95),
+       q=st.floats(1e-3, 0.999))
+def test_many_core_quantiles_are_bounded_and_monotone(family, scv, c, rho, q):
+    """PS never beats the CPU time (T >= S path by path); quantiles grow with the level and
+    with the load."""
+    svc = _service(family, scv)
+    lam = rho * c / svc.mean
+    levels = np.array([q, q + 0.5 * (1 - q)])
+    low, high = np.asarray(ps.response_quantile(levels, lam, svc, servers=c))
+    assert low >= svc.ppf(q) * (1 - 1e-9)
+    assert high >= low * (1 - 1e-6)
+    busier = float(ps.response_quantile(q, min(rho * 1.05, 0.97) * c / svc.mean, svc, servers=c))
+    assert busier >= low * (1 - 1e-3)
+
+
+def test_planners_accept_several_cores_with_any_law():
+    svc = Service.lognormal(0.025, 2.0)
+    ceiling = plan.qps_ceiling(svc, servers=2, slo={0.99: 0.5}, discipline="ps")
+    assert 0 < ceiling.qps < 2 / 0.025
+    assert float(ps.response_sf(0.5, ceiling.qps, svc, servers=2)) == pytest.approx(0.01, rel=1e-3)
+    need = plan.servers_needed(300.0, svc, {0.99: 0.2}, discipline="ps")
+    assert float(ps.response_sf(0.2, 300.0, svc, servers=need.servers)) <= 0.01
+    assert float(ps.response_sf(0.2, 300.0, svc, servers=need.servers - 1)) > 0.01
