@@ -108,6 +108,7 @@ def main() -> None:
           f"{nfev_l} evaluations; ratio = {ms_l / rows[4][1]:.1f}x")
 
     slow_models()
+    distribution_fits()
     utilization_fit()
 
 
@@ -123,6 +124,30 @@ def slow_models() -> None:
         lam, srv = np.full(Q.size, LAM), np.ones(Q.size, dtype=np.int64)
         ms, _ = best_ms(lambda m=model, p=params, r=lam, c=srv: m.quantiles(p, Q, r, c), 2)
         print(f"  {name:28s} {ms:9.1f} ms")
+
+
+def distribution_fits() -> None:
+    """The hyper-Erlang fit the PS models need for lognormal and gamma CPU: made live against
+    read from the shipped table (capacity/tables/ph_fits.npz) in the same process, at scvs
+    between the table's nodes (interpolated and polished) and at a node (read exactly); then a
+    whole PS fit on 4 cores, the case the fits dominated."""
+    from capacity import phasetype as ph
+
+    print("\nhyper-Erlang distribution fit of one CPU-time law: live vs shipped table")
+    node = float(ph.FIT_TABLE_SCV[60])
+    for family, scv in (("lognormal", 0.7), ("lognormal", 6.0), ("gamma", 3.3), ("gamma", 20.0),
+                        ("lognormal", node)):
+        ppf = getattr(Service, family)(1.0, scv).ppf
+        live, _ = best_ms(lambda: ph._hyper_erlang_fit(ppf, 1.0), 1)
+        table, _ = best_ms(lambda: ph._table_fit(family, scv), 3)
+        where = "node" if scv == node else "between nodes"
+        print(f"  {family:9s} scv {scv:6.3f} ({where:13s}) live {live:8.1f} ms, table {table:7.1f} ms,"
+              f" ratio {live / table:6.1f}x")
+    four = dict(zip(Q.tolist(), ps.response_quantile(Q, 4 * LAM, Service.lognormal(MEAN, 2.0), servers=4)))
+    ph._FIT_CACHE.clear()
+    ms, res = best_ms(lambda: from_percentiles(four, 4 * LAM, servers=4, family="lognormal"), 1)
+    print(f"  whole fit, PS lognormal on 4 cores (fit cache cold): {ms / 1e3:.1f} s, "
+          f"scv = {res.scv_:.3f}, {res.n_function_evaluations_} evaluations")
 
 
 def utilization_fit() -> None:

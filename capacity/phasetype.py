@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import math
 import weakref
+from pathlib import Path
 
 import numpy as np
 from scipy import optimize, special
@@ -293,18 +294,9 @@ def _em_hyper_erlang(x: np.ndarray, w: np.ndarray, orders: np.ndarray, iters: in
     return alpha / alpha.sum(), lam
 
 
-def _hyper_erlang_fit(ppf, mean: float):
-    """Hyper-Erlang ``(orders, alpha, lam)`` approximating the law with quantile
-    function ``ppf`` and mean ``mean`` (matched exactly).
-
-    Least squares on the horizontal (log-size) distance between the two
-    distribution functions at 120 probabilities uniform in logit over
-    [1e-3, 1 - 1e-6]: residual ``(F_fit(x_k) - u_k) / (x f(x))_k`` (tail
-    side by the survival functions, so 1 - 1e-6 keeps its precision), which
-    is ``log x_fit(u_k) - log x_k`` to first order.  Started from weighted EM
-    on a finer grid; the best of ``_FIT_STRUCTURES`` (rms plus a quarter of
-    the maximum residual) is kept.
-    """
+def _fit_targets(ppf, mean: float) -> dict:
+    """What a hyper-Erlang fit of the law with quantile function ``ppf`` is fitted to: the
+    target probabilities and sizes, the residual scale and the weighted EM grid."""
     # Probabilities whose sizes lie below SIZE_FLOOR x mean are not targets (see SIZE_FLOOR): the
     # grid starts at the floor's probability, and the fit only has to put that much mass below it.
     floor = SIZE_FLOOR * mean
@@ -327,54 +319,88 @@ def _hyper_erlang_fit(ppf, mean: float):
         xe, we = np.concatenate([[floor], xe]), np.concatenate([[e_low], we])
     else:
         we[0] += ue[0]
-    xe = np.maximum(xe, 1e-300)
-    best = None
-    for orders in _FIT_STRUCTURES:
-        r = np.asarray(orders)
-        big_m = r.size
-        rr = r.astype(float)[:, None]
+    return dict(ppf=ppf, mean=mean, floor=floor, u=u, x=x, scale=scale, xe=np.maximum(xe, 1e-300), we=we)
 
-        def unpack(th, rr=rr, big_m=big_m):
-            logit_a = np.concatenate([[0.0], th[:big_m - 1]])
-            a = np.exp(logit_a - np.max(logit_a))
-            a = a / a.sum()
-            lam = np.exp(th[big_m - 1:])
-            return a, lam * (np.sum(a * rr[:, 0] / lam) / mean)
 
-        def resid(th, rr=rr, unpack=unpack):
-            a, lam = unpack(th)
-            arg = lam[:, None] * x
-            d = np.where(u < 0.5, a @ special.gammainc(rr, arg) - u, (1 - u) - a @ special.gammaincc(rr, arg))
-            return d / (u * (1 - u)) * scale
+def _fit_structure(targets: dict, orders, starts: list | None = None):
+    """Best ``(score, alpha, lam)`` of one branch structure (None if every start fails).
 
+    ``starts``: parameter vectors ``(log(alpha_i / alpha_0) for i >= 1, log lam)`` to start
+    from; by default weighted EM and equal weights at spread quantiles."""
+    u, x, scale, mean = targets["u"], targets["x"], targets["scale"], targets["mean"]
+    r = np.asarray(orders)
+    big_m = r.size
+    rr = r.astype(float)[:, None]
+
+    def unpack(th):
+        logit_a = np.concatenate([[0.0], th[:big_m - 1]])
+        a = np.exp(logit_a - np.max(logit_a))
+        a = a / a.sum()
+        lam = np.exp(th[big_m - 1:])
+        return a, lam * (np.sum(a * rr[:, 0] / lam) / mean)
+
+    def resid(th):
+        a, lam = unpack(th)
+        arg = lam[:, None] * x
+        d = np.where(u < 0.5, a @ special.gammainc(rr, arg) - u, (1 - u) - a @ special.gammaincc(rr, arg))
+        return d / (u * (1 - u)) * scale
+
+    if starts is None:
         starts = []
-        a0, l0 = _em_hyper_erlang(xe, we, r)
+        a0, l0 = _em_hyper_erlang(targets["xe"], targets["we"], r)
         starts.append(np.concatenate([np.log(np.maximum(a0[1:], 1e-6) / max(a0[0], 1e-6)), np.log(l0)]))
         # Second start: equal weights, branch means at quantiles spread in logit(u).
         uq = 1.0 / (1.0 + np.exp(-np.linspace(-2.0, 6.0, big_m))) if big_m > 1 else np.array([0.5])
-        starts.append(np.concatenate([np.zeros(big_m - 1), np.log(rr[:, 0] / np.maximum(ppf(uq), 1e-300))]))
-        for th0 in starts:
-            with np.errstate(all="ignore"):
-                try:
-                    sol = optimize.least_squares(resid, th0, method="trf", x_scale="jac", max_nfev=40)
-                except (ValueError, np.linalg.LinAlgError):
-                    continue
-            if not np.all(np.isfinite(sol.fun)):
+        starts.append(np.concatenate([np.zeros(big_m - 1),
+                                      np.log(rr[:, 0] / np.maximum(targets["ppf"](uq), 1e-300))]))
+    best = None
+    for th0 in starts:
+        with np.errstate(all="ignore"):
+            try:
+                sol = optimize.least_squares(resid, th0, method="trf", x_scale="jac", max_nfev=40)
+            except (ValueError, np.linalg.LinAlgError):
                 continue
-            score = np.sqrt(np.mean(sol.fun**2)) + 0.25 * np.max(np.abs(sol.fun))
-            if best is None or score < best[0]:
-                with np.errstate(over="ignore"):  # a rate overflowing to inf is capped below
-                    a, lam = unpack(sol.x)
-                best = (score, r, a, lam)
+        if not np.all(np.isfinite(sol.fun)):
+            continue
+        score = np.sqrt(np.mean(sol.fun**2)) + 0.25 * np.max(np.abs(sol.fun))
+        if best is None or score < best[0]:
+            with np.errstate(over="ignore"):  # a rate overflowing to inf is capped below
+                a, lam = unpack(sol.x)
+            best = (score, a, lam)
+    return best
+
+
+def _finish_fit(r: np.ndarray, a: np.ndarray, lam: np.ndarray, mean: float):
+    """Cap the branch rates at the size floor and restore the mean exactly."""
+    # A branch left with almost no weight may keep an absurd rate (1e154 seen): no branch is
+    # faster than the floor, then the mean is restored exactly.
+    lam = np.minimum(lam, r / (SIZE_FLOOR * mean))
+    return r, a, lam * (np.sum(a * r / lam) / mean)
+
+
+def _hyper_erlang_fit(ppf, mean: float):
+    """Hyper-Erlang ``(orders, alpha, lam)`` approximating the law with quantile
+    function ``ppf`` and mean ``mean`` (matched exactly).
+
+    Least squares on the horizontal (log-size) distance between the two
+    distribution functions at 120 probabilities uniform in logit over
+    [1e-3, 1 - 1e-6]: residual ``(F_fit(x_k) - u_k) / (x f(x))_k`` (tail
+    side by the survival functions, so 1 - 1e-6 keeps its precision), which
+    is ``log x_fit(u_k) - log x_k`` to first order.  Started from weighted EM
+    on a finer grid; the best of ``_FIT_STRUCTURES`` (rms plus a quarter of
+    the maximum residual) is kept.
+    """
+    targets = _fit_targets(ppf, mean)
+    best = None
+    for orders in _FIT_STRUCTURES:
+        got = _fit_structure(targets, orders)
+        if got is not None and (best is None or got[0] < best[0]):
+            best = (got[0], np.asarray(orders), got[1], got[2])
         if best is not None and best[0] < 0.005:
             break
     if best is None:
         raise ValueError("distribution fit failed")
-    r, a, lam = best[1], best[2], best[3]
-    # A branch left with almost no weight may keep an absurd rate (1e154 seen): no branch is
-    # faster than the floor, then the mean is restored exactly.
-    lam = np.minimum(lam, r / floor)
-    return r, a, lam * (np.sum(a * r / lam) / mean)
+    return _finish_fit(best[1], best[2], best[3], mean)
 
 
 def _logit_grid(lo: float, hi: float, n: int) -> np.ndarray:
@@ -412,6 +438,78 @@ def _hyper_erlang_ph(orders: np.ndarray, alpha: np.ndarray, lam: np.ndarray, m: 
     return beta, tm
 
 
+#: The scv grid of the shipped fits (``capacity/tables/ph_fits.npz``, built by
+#: ``tools/build_ph_fits.py``): log-spaced from 0.01 to 50 at 1/6 of the step of the quantile
+#: tables' scv grid (0.04 to 25 in 17 steps), so that grid's nodes are among these.
+FIT_TABLE_SCV = 0.04 * np.exp(np.arange(-22, 114) * (np.log(25.0 / 0.04) / 17 / 6))
+_FIT_TABLE_BRANCHES = max(len(s) for s in _FIT_STRUCTURES)
+_FIT_TABLE: dict | None = None
+
+
+def _load_fit_table() -> dict:
+    global _FIT_TABLE
+    if _FIT_TABLE is None:
+        path = Path(__file__).with_name("tables") / "ph_fits.npz"
+        try:
+            with np.load(path) as data:
+                _FIT_TABLE = {k: data[k] for k in data.files}
+        except OSError:  # not built: every fit is made live
+            _FIT_TABLE = {}
+    return _FIT_TABLE
+
+
+def _table_fit(family: str, scv: float):
+    """The shipped hyper-Erlang fit ``(orders, alpha, lam)`` of a mean-1 lognormal or gamma
+    law at ``scv``, or None off the table's range.
+
+    At a node: the live fit of that scv, as :func:`_hyper_erlang_fit` makes it.  Between two
+    nodes: the left node's branch structure, ``log alpha`` and ``log lam`` interpolated
+    linearly in ``log scv`` between its fit at the left node and its re-fit at the right one,
+    then normalised and the mean restored.  ``tools/build_ph_fits.py --check`` measures the
+    quantile error of the result against the law between the nodes.
+    """
+    table = _load_fit_table()
+    key = f"{family}_node"
+    if key not in table:
+        return None
+    grid = np.log(table["scv"])
+    x = math.log(scv)
+    if not grid[0] - 1e-9 <= x <= grid[-1] + 1e-9:
+        return None
+    i = int(np.clip(np.searchsorted(grid, x) - 1, 0, grid.size - 2))
+    w = (x - grid[i]) / (grid[i + 1] - grid[i])
+    structures = table[f"{family}_node_structure"]
+
+    def unpack(structure, params):
+        orders = np.asarray(_FIT_STRUCTURES[int(structure)])
+        params = params[:orders.size]
+        alpha = np.exp(params[:, 0] - params[:, 0].max())
+        return orders, alpha / alpha.sum(), params[:, 1]
+
+    if abs(w) < 1e-9 or abs(w - 1) < 1e-9:
+        j = i if abs(w) < 1e-9 else i + 1
+        orders, alpha, log_lam = unpack(structures[j], table[key][j])
+        return _finish_fit(orders, alpha, np.exp(log_lam), 1.0)
+    # Between nodes the interpolated parameters of the left node's structure, and the right
+    # node's fit when its structure differs, each start one least-squares run of their structure
+    # (the interpolation alone can leave the path of the best fit, up to 3x off in a quantile
+    # of heavy-tailed gamma); the better one is kept.  Each converges in a few steps.
+    candidates = [unpack(structures[i], (1 - w) * table[key][i] + w * table[f"{family}_right"][i])]
+    if structures[i + 1] != structures[i]:
+        candidates.append(unpack(structures[i + 1], table[key][i + 1]))
+    unit = Service.lognormal(1.0, scv) if family == "lognormal" else Service.gamma(1.0, scv)
+    targets = _fit_targets(unit.ppf, 1.0)
+    best = None
+    for orders, alpha, log_lam in candidates:
+        start = np.concatenate([np.log(np.maximum(alpha[1:], 1e-300) / max(alpha[0], 1e-300)), log_lam])
+        got = _fit_structure(targets, orders, starts=[start])
+        if got is not None and (best is None or got[0] < best[0]):
+            best = (got[0], orders, got[1], got[2])
+    if best is None:
+        return None
+    return _finish_fit(best[1], best[2], best[3], 1.0)
+
+
 def _distribution_fit(svc: Service) -> tuple[np.ndarray, np.ndarray]:
     """Hyper-Erlang PH fit of the whole distribution, per parameter point.
 
@@ -426,8 +524,11 @@ def _distribution_fit(svc: Service) -> tuple[np.ndarray, np.ndarray]:
         for c in scv.ravel():
             key = (fam, float(c))
             if key not in _FIT_CACHE:
-                unit = Service.lognormal(1.0, c) if fam == "lognormal" else Service.gamma(1.0, c)
-                _FIT_CACHE[key] = _hyper_erlang_fit(unit.ppf, 1.0)
+                fit = _table_fit(fam, float(c))
+                if fit is None:
+                    unit = Service.lognormal(1.0, c) if fam == "lognormal" else Service.gamma(1.0, c)
+                    fit = _hyper_erlang_fit(unit.ppf, 1.0)
+                _FIT_CACHE[key] = fit
             fits.append(_FIT_CACHE[key])
         m = max(int(np.sum(f[0])) for f in fits)
         beta = np.empty(mean.shape + (m,))
