@@ -14,7 +14,7 @@ Bad *input* (NaN, negative rates, too few points) is not a warning: it raises
 """
 from __future__ import annotations
 
-__all__ = ["CapacityWarning", "FitWarning", "IdentifiabilityWarning", "OverloadWarning"]
+__all__ = ["CapacityWarning", "FitWarning", "IdentifiabilityWarning", "OverloadWarning", "SourceError"]
 
 
 class CapacityWarning(UserWarning):
@@ -49,4 +49,13 @@ class OverloadWarning(CapacityWarning):
     or planning helper emits this warning when the data themselves sit at
     saturation (e.g. CPU pinned at 100 %), where averages hide an unbounded
     queue.
+    """
+
+
+class SourceError(RuntimeError):
+    """A data source (a Prometheus server, a saved query result) could not give what was asked.
+
+    The message says what failed and what to change: the server unreachable, a query the
+    server refused (its own error text), a range over the server's 11,000-points limit, a
+    metric with no series.  Bad arguments are ``ValueError`` as everywhere else.
     """

@@ -16,19 +16,25 @@ robust lines), ``_intervals`` (delta method, profile, Gauss-Newton, bootstrap),
 (:class:`FitResult`).
 """
 from ._result import FitResult
+from .histograms import HistogramFit, from_histograms
 from .loadtest import LoadTestFit, from_loadtest
 from .percentiles import PercentileFit, from_percentiles
+from .prometheus import from_prometheus, from_prometheus_json
 from .requests import RequestsFit, from_requests
 from .utilization import UtilizationFit, from_utilization
 
 __all__ = [
     "FitResult",
+    "HistogramFit",
     "LoadTestFit",
     "PercentileFit",
     "RequestsFit",
     "UtilizationFit",
+    "from_histograms",
     "from_loadtest",
     "from_percentiles",
+    "from_prometheus",
+    "from_prometheus_json",
     "from_requests",
     "from_utilization",
 ]
