@@ -21,6 +21,7 @@ import subprocess
 import sys
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 from capacity import cli
@@ -532,3 +533,56 @@ def test_ceiling_on_several_cores_with_any_cpu_law():
     data = json.loads(out.stdout)
     qps = data["result"]["qps"] if "qps" in data["result"] else data["rows"][0]["qps"]
     assert 0 < qps < 80
+
+
+def _saved_bucket_answer(path, rates, svc, le=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5), step=60.0):
+    """A query_range answer of bucket increases whose shares are the exact PS model's."""
+    from capacity import ps
+
+    below = np.array([1.0 - np.asarray(ps.response_sf(list(le), r, svc)) for r in rates])
+    result = [{"metric": {"le": repr(b)}, "values": [[1.7e9 + step * i, repr(float(step * r * below[i, j]))]
+                                                      for i, r in enumerate(rates)]} for j, b in enumerate(le)]
+    result.append({"metric": {"le": "+Inf"}, "values": [[1.7e9 + step * i, repr(float(step * r))]
+                                                         for i, r in enumerate(rates)]})
+    path.write_text(json.dumps({"status": "success", "data": {"resultType": "matrix", "result": result}}))
+
+
+def test_fit_saved_prometheus_answer(tmp_path):
+    """A saved query_range answer of four 60 s windows (exact PS model, 20 ms lognormal CPU of scv
+    2): the table shows the fit and the bucket comparison; --json the same numbers and the source."""
+    from capacity import Service
+
+    path = tmp_path / "buckets.json"
+    _saved_bucket_answer(path, [5.0, 10.0, 20.0, 30.0], Service.lognormal(0.02, 2.0))
+    out = run("fit", "--prometheus", str(path), "--measured-at", "client", "--slo", "p99=500ms")
+    assert out.returncode == 0, out.stderr
+    assert "4 windows of 60 s" in out.stdout and "share of requests slower" in out.stdout
+    assert "QPS ceiling for p99 <= 500 ms" in out.stdout
+    data = json.loads(run("fit", "--prometheus", str(path), "--measured-at", "client", "--json").stdout)
+    assert data["source"]["kind"] == "prometheus_json" and data["source"]["windows"] == 4
+    assert data["cpu_per_request_s"] == pytest.approx(0.02, rel=0.01)
+    assert data["comparison"][0]["le_s"] == 0.005
+
+
+def test_fit_prometheus_day_of_windows_prints_one_line_per_window(tmp_path):
+    from capacity import Service
+
+    path = tmp_path / "day.json"
+    _saved_bucket_answer(path, list(np.linspace(2.0, 30.0, 24)), Service.lognormal(0.02, 2.0))
+    out = run("fit", "--prometheus", str(path), "--measured-at", "client")
+    assert out.returncode == 0, out.stderr
+    assert "windows (12 of 24, spread over the loads" in out.stdout
+
+
+@pytest.mark.parametrize("args,message", [
+    (["fit", "--prometheus", "http://127.0.0.1:9"], "--histogram: required"),
+    (["fit", "--prometheus", "http://127.0.0.1:9", "--histogram", "h"], "could not reach Prometheus"),
+    (["fit", "--prometheus", "nowhere.json"], "neither an http(s):// address nor a file"),
+    (["fit", "--prometheus", "x.json", "--qps", "5"], "--qps: not used with --prometheus"),
+    (["fit", "p50=1s", "--qps", "3", "--since", "2h"], "--since: applies to --prometheus only"),
+    (["fit", "p50=1s", "--qps", "3", "--prometheus", "x.json"], "give one of PERCENTILES, --log or --prometheus"),
+])
+def test_fit_prometheus_usage_errors(args, message):
+    out = run(*args)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert message in out.stderr

@@ -92,12 +92,59 @@ def _fit_log(args: argparse.Namespace):
     return res, res.fit_, source, notes
 
 
+def _fit_prometheus(args: argparse.Namespace):
+    import os
+    import time
+
+    from ..exceptions import SourceError
+    from ..fit import from_prometheus, from_prometheus_json
+
+    for flag, value in (("--qps", args.qps), ("--cpu-util", args.cpu_util), ("--requests", args.requests),
+                        ("--bins", args.bins), ("--timing", args.timing), ("--format", args.format),
+                        ("--log-format", args.log_format)):
+        if value is not None:
+            raise _UsageError(f"argument {flag}: not used with --prometheus (the histogram gives the "
+                              "rates and counts)")
+    if args.slices == "fit":
+        raise _UsageError("argument --slices: give a number with --prometheus (profiling is for percentiles)")
+    if args.delay == "lognormal":
+        raise _UsageError("argument --delay: lognormal is not available with --prometheus; use constant or a time")
+    options = dict(discipline=args.discipline, family=args.family, delay=args.delay,
+                   measured_at=args.measured_at or "in_process")
+    if args.discipline == "rr":
+        options.update(slices=args.slices or 1, admission=args.admission or "fifo",
+                       slice_delay=args.slice_delay or 0.0)
+    target = args.prometheus
+    try:
+        if target.startswith(("http://", "https://")):
+            if args.histogram is None:
+                raise _UsageError("argument --histogram: required with --prometheus URL (the metric name)")
+            end = time.time()
+            start = end - (args.since if args.since is not None else 86400.0)
+            step = args.step if args.step is not None else 300.0
+            res = from_prometheus(target, args.histogram, args.selector, start=start, end=end, step=step,
+                                  servers=args.servers, **options)
+        else:
+            for flag, value in (("--histogram", args.histogram), ("--since", args.since)):
+                if value is not None:
+                    raise _UsageError(f"argument {flag}: applies to --prometheus URL, not to a saved answer")
+            if not os.path.exists(target):
+                raise _UsageError(f"argument --prometheus: {target!r} is neither an http(s):// address nor "
+                                  "a file")
+            res = from_prometheus_json(target, step=args.step, servers=args.servers, **options)
+    except SourceError as exc:
+        raise _UsageError(f"argument --prometheus: {_one_line(exc)}") from None
+    return res, res, dict(res.source_), []
+
+
 def _cmd_fit(args: argparse.Namespace) -> tuple[dict, str]:
     _check_fit_flags(args)
     with warnings.catch_warnings(record=True):
         # The fits record their caveats in warnings_; they are printed below as plain lines.
         warnings.simplefilter("always")
-        if args.log is None:
+        if args.prometheus is not None:
+            res, fit, source, notes = _fit_prometheus(args)
+        elif args.log is None:
             res, fit, source, notes = _fit_percentiles(args)
         else:
             res, fit, source, notes = _fit_log(args)
@@ -107,11 +154,19 @@ def _cmd_fit(args: argparse.Namespace) -> tuple[dict, str]:
 
 def _check_fit_flags(args: argparse.Namespace) -> None:
     """The combinations of flags that make no sense together, refused before any work."""
-    if args.percentiles is None and args.log is None:
+    given = [name for name, value in (("PERCENTILES", args.percentiles), ("--log", args.log),
+                                      ("--prometheus", args.prometheus)) if value is not None]
+    if not given:
         raise _UsageError("argument PERCENTILES: give percentiles like p50=45ms,p99=300ms with --qps, "
-                          "or --log FILE")
-    if args.percentiles is not None and args.log is not None:
-        raise _UsageError("argument --log: give PERCENTILES or --log, not both")
+                          "--log FILE, or --prometheus URL --histogram NAME")
+    if len(given) > 1:
+        raise _UsageError(f"argument {given[1]}: give one of PERCENTILES, --log or --prometheus, not "
+                          f"{' and '.join(given)}")
+    if args.prometheus is None:
+        for flag, value in (("--histogram", args.histogram), ("--since", args.since), ("--step", args.step),
+                            ("--measured-at", args.measured_at), ("--selector", args.selector or None)):
+            if value is not None:
+                raise _UsageError(f"argument {flag}: applies to --prometheus only")
     for flag, value in (("--slices", args.slices), ("--admission", args.admission),
                         ("--slice-delay", args.slice_delay)):
         if value is not None and args.discipline != "rr":
@@ -138,9 +193,16 @@ def _fit_record(args: argparse.Namespace, res, fit, source: dict, notes: list) -
         delay = {"kind": "constant" if args.delay == "constant" else "fixed", "seconds": float(fit.delay_)}
     else:
         delay = None
-    comparison = [{"arrival_rate": float(r["arrival_rate"]), "q": _q(r["q"]), "observed_s": float(r["observed"]),
-                   "model_s": float(r["model"]), "rel_error": float(r["rel_error"])}
-                  for _, r in fit.comparison_.iterrows()]
+    if "le" in fit.comparison_.columns:      # histograms: share of requests above each bound
+        comparison = [{"arrival_rate": float(r["arrival_rate"]), "le_s": float(r["le"]),
+                       "observed_share_above": float(r["observed_share_above"]),
+                       "model_share_above": float(r["model_share_above"])}
+                      for _, r in fit.comparison_.iterrows()]
+    else:
+        comparison = [{"arrival_rate": float(r["arrival_rate"]), "q": _q(r["q"]),
+                       "observed_s": float(r["observed"]), "model_s": float(r["model"]),
+                       "rel_error": float(r["rel_error"])}
+                      for _, r in fit.comparison_.iterrows()]
     ceiling, warn_lines = _fit_ceiling(args, fit), notes + list(res.warnings_)
     if isinstance(ceiling, str):
         warn_lines, ceiling = warn_lines + [ceiling], None
@@ -180,6 +242,9 @@ def _fit_table(args: argparse.Namespace, fit, data: dict) -> str:
     level = f"{100 * fit.confidence_level:g}%"
     if source["kind"] == "percentiles":
         head = f"at {args.qps:g} QPS"
+    elif source["kind"].startswith("prometheus"):
+        where = source.get("url", args.prometheus)
+        head = f"from {where} ({source['windows']} windows of {_ms(source['step'])})"
     else:
         head = (f"from {args.log} ({source['requests']} requests, {source['load_bins']} load bins, "
                 f"{source['timing']})")
@@ -192,13 +257,36 @@ def _fit_table(args: argparse.Namespace, fit, data: dict) -> str:
         lines.append(f"{labels.get(name, name):<20}{_show(p['estimate'], p['unit']):>12}  {interval:<24}{p['note']}")
     if source["kind"] == "percentiles" and args.requests is None:
         lines.append("(no intervals: give --requests N, the requests behind the percentiles)")
-    lines += ["", "observed vs model", f"{'QPS':>10}{'percentile':>12}{'observed':>11}{'model':>11}{'error':>9}"]
-    for r in data["comparison"]:
-        lines.append(f"{r['arrival_rate']:>10.4g}{r['q']:>12}{_ms(r['observed_s']):>11}{_ms(r['model_s']):>11}"
-                     f"{100 * r['rel_error']:>+8.1f}%")
     quality = fit.fit_quality_
-    lines.append(f"RMS relative error {100 * float(quality['rms_rel_error']):.1f}%, "
-                 f"busiest observation at utilisation {float(quality['max_utilization']):.2f}")
+    if data["comparison"] and "le_s" in data["comparison"][0] and len(fit.windows_) > 4:
+        # A day of windows: one line per window, at most 12 of them spread over the loads.
+        import numpy as np
+
+        win = fit.windows_.sort_values("arrival_rate")
+        pick = sorted(set(np.linspace(0, len(win) - 1, min(12, len(win))).round().astype(int)))
+        lines += ["", f"windows ({len(pick)} of {len(win)}, spread over the loads; --json has all)",
+                  f"{'QPS':>10}{'requests':>11}{'CPU (model)':>13}{'CPU (measured)':>16}{'deviance':>10}"]
+        for _, r in win.iloc[pick].iterrows():
+            measured = "-" if not np.isfinite(r["utilization_measured"]) else f"{100 * r['utilization_measured']:.0f}%"
+            lines.append(f"{r['arrival_rate']:>10.4g}{r['n_requests']:>11.0f}{100 * r['utilization_model']:>12.0f}%"
+                         f"{measured:>16}{r['deviance']:>10.1f}")
+        lines.append(f"RMS miss in time at the bucket bounds {100 * float(quality['rms_log_time_miss']):.1f}%, "
+                     f"busiest window at utilisation {float(quality['max_utilization']):.2f}")
+    elif data["comparison"] and "le_s" in data["comparison"][0]:
+        lines += ["", "observed vs model: share of requests slower than each bucket bound",
+                  f"{'QPS':>10}{'bound':>10}{'observed':>11}{'model':>11}"]
+        for r in data["comparison"]:
+            lines.append(f"{r['arrival_rate']:>10.4g}{_ms(r['le_s']):>10}{r['observed_share_above']:>11.4g}"
+                         f"{r['model_share_above']:>11.4g}")
+        lines.append(f"RMS miss in time at the bounds {100 * float(quality['rms_log_time_miss']):.1f}%, "
+                     f"busiest window at utilisation {float(quality['max_utilization']):.2f}")
+    else:
+        lines += ["", "observed vs model", f"{'QPS':>10}{'percentile':>12}{'observed':>11}{'model':>11}{'error':>9}"]
+        for r in data["comparison"]:
+            lines.append(f"{r['arrival_rate']:>10.4g}{r['q']:>12}{_ms(r['observed_s']):>11}{_ms(r['model_s']):>11}"
+                         f"{100 * r['rel_error']:>+8.1f}%")
+        lines.append(f"RMS relative error {100 * float(quality['rms_rel_error']):.1f}%, "
+                     f"busiest observation at utilisation {float(quality['max_utilization']):.2f}")
     if ceiling is not None:
         slo_text = ", ".join(f"{q} <= {_ms(t)}" for q, t in ceiling["slo"].items())
         lines += ["", f"QPS ceiling for {slo_text}: {ceiling['qps']:.4g} QPS "

@@ -78,6 +78,9 @@ examples:
   capacity fit p50=45ms,p99=300ms --qps 8 --cpu-util 35% --delay constant --requests 28800
   capacity fit --log access.log --slo p99=500ms                      # nginx log (combined + times)
   capacity fit --log requests.csv --discipline fcfs --json           # CSV: time, duration[, endpoint]
+  capacity fit --prometheus http://localhost:9090 --histogram http_request_duration_seconds \
+      --selector 'job="api"' --since 24h --step 5min --slo p99=500ms  # a day of a histogram + CPU
+  capacity fit --prometheus buckets.json --discipline fcfs           # a saved query_range answer
 
 Percentiles are pQ=TIME pairs (p50, p99, p99.9; 0.999=2s also works; p999 is ambiguous and
 refused). The default model (ps, lognormal) is slow to fit (10 s to 2 min);

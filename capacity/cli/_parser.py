@@ -193,6 +193,22 @@ def _add_fit(sub) -> None:
     fi.add_argument("--qps", type=_rate, default=None, metavar="RATE",
                     help="request rate while the percentiles were measured, e.g. 8 (required without --log)")
     fi.add_argument("--log", default=None, metavar="FILE", help="fit a per-request log instead of percentiles")
+    fi.add_argument("--prometheus", default=None, metavar="URL|FILE",
+                    help="fit a Prometheus histogram: a server's address (with --histogram) or a saved "
+                         "query_range answer of its bucket increases")
+    fi.add_argument("--histogram", default=None, metavar="NAME",
+                    help="with --prometheus URL: the histogram's metric name, without _bucket")
+    fi.add_argument("--selector", default="", metavar="LABELS",
+                    help='with --prometheus URL: label matchers, e.g. job="api",instance="web-1:9100"')
+    fi.add_argument("--since", type=_time, default=None, metavar="TIME",
+                    help="with --prometheus URL: how far back from now to read (default 24h)")
+    fi.add_argument("--step", type=_time, default=None, metavar="TIME",
+                    help="with --prometheus: window length (default 5min for a server; a saved "
+                         "answer's own spacing)")
+    fi.add_argument("--measured-at", choices=("in_process", "proxy", "client"), default=None,
+                    help="with --prometheus: where the histogram was timed (default in_process: the "
+                         "server's own middleware, which does not see the queue in front of a "
+                         "blocking handler)")
     fi.add_argument("--format", choices=("nginx", "csv"), default=None,
                     help="log type (default: csv for .csv/.parquet files, else nginx)")
     fi.add_argument("--log-format", default=None, metavar="FORMAT",
