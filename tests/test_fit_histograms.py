@@ -137,3 +137,64 @@ def test_options_are_checked():
         from_histograms(w, discipline="rr", slices=3, measured_at="in_process")
     with pytest.raises(ValueError, match="free parameters"):
         from_histograms([{"buckets": {0.01: 10.0, math.inf: 100.0}, "arrival_rate": 5.0}], delay="constant")
+
+
+def _day(svc, discipline, seed, rhos=(0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7), horizon=1800.0, delay=0.0):
+    """A day of windows at a spread of loads, the latencies of a seeded simulation plus ``delay``."""
+    out = []
+    for i, rho in enumerate(rhos):
+        rate = rho / float(svc.mean)
+        req = simulate(rate, svc, discipline=discipline, horizon=horizon, seed=seed + i).requests
+        t = req.loc[req["arrival"] > 60.0, "response"].to_numpy() + delay
+        out.append({"buckets": _buckets(t), "arrival_rate": rate})
+    return out
+
+
+CASES = [("ps", Service.lognormal(0.02, 0.6)), ("ps", Service.lognormal(0.03, 1.5)),
+         ("ps", Service.gamma(0.02, 3.0)), ("ps", Service.lognormal(0.015, 4.0)),
+         ("ps", Service.exponential(0.025)),
+         ("fcfs", Service.lognormal(0.02, 0.6)), ("fcfs", Service.lognormal(0.03, 1.5)),
+         ("fcfs", Service.gamma(0.02, 3.0)), ("fcfs", Service.lognormal(0.015, 4.0)),
+         ("fcfs", Service.exponential(0.025))]
+
+
+def test_prediction_intervals_cover_the_truth():
+    """Forty days (twenty of a PS, twenty of an FCFS queue, 20 ms lognormal CPU of scv 1.5,
+    six windows of 20 minutes at utilisation 0.1-0.6): the 90 % interval of the p99 at
+    utilisation 0.8 covers the exact value in at least 85 % of them (measured: 95 % and 85 %,
+    median width 8 % of the value).  The interval is the fit's parameter uncertainty
+    (window-clustered sandwich) mixed over the candidate models by their Akaike weights."""
+    svc = Service.lognormal(0.02, 1.5)
+    hits, total = 0, 0
+    for discipline, module in (("ps", ps), ("fcfs", fcfs)):
+        truth = float(module.response_quantile(0.99, 40.0, svc))
+        for trial in range(20):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                fit = from_histograms(_day(svc, discipline, seed=1000 + 37 * trial,
+                                           rhos=(0.1, 0.2, 0.3, 0.4, 0.5, 0.6), horizon=1200.0))
+                pred = fit.predict(0.99, 40.0, interval=0.9)
+            assert pred.low <= pred.estimate <= pred.high
+            hits += pred.low <= truth <= pred.high
+            total += 1
+    assert hits >= 0.85 * total, (hits, total)
+
+
+def test_prediction_type_and_extrapolation_warning():
+    from capacity.exceptions import IdentifiabilityWarning
+    from capacity.fit import Prediction
+
+    svc = Service.lognormal(0.02, 1.5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fit = from_histograms(_day(svc, "ps", seed=7, rhos=(0.1, 0.2, 0.3)), discipline="ps", family="lognormal")
+    assert isinstance(fit.predict(0.99, 10.0), float)
+    pred = fit.predict([0.5, 0.99], 12.0, interval=0.9)
+    assert isinstance(pred, Prediction) and pred.estimate.shape == (2,) and np.all(pred.low < pred.high)
+    with pytest.warns(IdentifiabilityWarning, match="extrapolating.*utilisation 0.8"):
+        far = fit.predict(0.99, 40.0, interval=0.9)
+    near = fit.predict(0.99, 15.0, interval=0.9)
+    # what the data cannot tell shows as width: from utilisation 0.3 data, 0.8 is less certain
+    assert (far.high - far.low) / far.estimate > 2 * (near.high - near.low) / near.estimate
+    with pytest.raises(ValueError, match="confidence"):
+        fit.predict(0.99, 10.0, interval=1.5)

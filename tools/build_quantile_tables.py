@@ -5,6 +5,7 @@ Usage (from the repository root)::
 
     python tools/build_quantile_tables.py ps lognormal:7:18             # ~30 min of CPU per family
     python tools/build_quantile_tables.py fcfs lognormal gamma hyperexponential   # ~1 min
+    python tools/build_quantile_tables.py ps gamma:3:18                 # adds gamma, keeps lognormal
     python tools/build_quantile_tables.py --check ps lognormal          # error between the nodes
 
 Each family is computed into ``build/<discipline>_tables/<family>_<i>.npz`` (one file per scv
@@ -157,9 +158,18 @@ def main(discipline: str, families: list[str]) -> None:
     tables = {f: build_family(discipline, f, r) for f, r in chosen.items()}
     out = table_mod.path(discipline)
     out.parent.mkdir(parents=True, exist_ok=True)
-    np.savez_compressed(out, rho=RHO, z=Z, **{f"scv_{f}": SCV[f][chosen[f].start:chosen[f].stop] for f in tables},
-                        **{f"log_scaled_{f}": t.astype(np.float32) for f, t in tables.items()})
-    print(f"wrote {out.relative_to(ROOT)} with {', '.join(tables)}")
+    arrays = {}
+    if out.exists():
+        # Families already shipped and not named here are kept as they are (adding gamma to the
+        # PS table does not recompute its lognormal part).
+        with np.load(out) as old:
+            if np.array_equal(old["rho"], RHO) and np.array_equal(old["z"], Z):
+                arrays = {k: old[k] for k in old.files if k not in ("rho", "z")}
+    arrays.update({f"scv_{f}": SCV[f][chosen[f].start:chosen[f].stop] for f in tables})
+    arrays.update({f"log_scaled_{f}": t.astype(np.float32) for f, t in tables.items()})
+    np.savez_compressed(out, rho=RHO, z=Z, **arrays)
+    kept = sorted({k[len("scv_"):] for k in arrays if k.startswith("scv_")} - set(tables))
+    print(f"wrote {out.relative_to(ROOT)} with {', '.join(tables)}" + (f" (kept {', '.join(kept)})" if kept else ""))
 
 
 if __name__ == "__main__":

@@ -18,9 +18,10 @@ robust lines), ``_intervals`` (delta method, profile, Gauss-Newton, bootstrap),
 from ._result import FitResult
 from .histograms import HistogramFit, from_histograms
 from .loadtest import LoadTestFit, from_loadtest
-from .percentiles import PercentileFit, from_percentiles
+from .percentiles import PercentileFit, Prediction, from_percentiles
 from .prometheus import from_prometheus, from_prometheus_json
 from .requests import RequestsFit, from_requests
+from .timeseries import from_timeseries
 from .utilization import UtilizationFit, from_utilization
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "HistogramFit",
     "LoadTestFit",
     "PercentileFit",
+    "Prediction",
     "RequestsFit",
     "UtilizationFit",
     "from_histograms",
@@ -36,5 +38,6 @@ __all__ = [
     "from_prometheus",
     "from_prometheus_json",
     "from_requests",
+    "from_timeseries",
     "from_utilization",
 ]

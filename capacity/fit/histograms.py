@@ -60,9 +60,21 @@ class HistogramFit(PercentileFit):
         than the bound.
     windows_ : pandas.DataFrame
         Per window: arrival rate, requests, model utilisation and its deviance share.
+    candidates_ : pandas.DataFrame or None
+        When the model was chosen from the data: every candidate (discipline, family, delay)
+        with its estimates, deviance, QAIC, ``delta_qaic`` and Akaike weight, best first.
     """
 
     measured_at: str
+
+    def _draw_sets(self, n: int) -> list:
+        # Model uncertainty: each candidate that has weight contributes its share of the draws.
+        sets = []
+        for fit, weight in self._candidate_fits:
+            k = int(round(n * weight))
+            if weight >= 0.01 and k > 0:
+                sets += PercentileFit._draw_sets(fit, k)
+        return sets
 
 
 class _Windows:
@@ -238,9 +250,9 @@ def _deviance_residuals(observed: np.ndarray, expected: np.ndarray) -> np.ndarra
 def from_histograms(
     windows: Sequence[Mapping],
     servers: ArrayLike = 1,
-    discipline: str = "ps",
-    family: str = "lognormal",
-    delay: str | float | None = None,
+    discipline: str | None = None,
+    family: str | None = None,
+    delay: str | float | None = "auto",
     *,
     measured_at: str = "client",
     scv: float | None = None,
@@ -264,13 +276,14 @@ def from_histograms(
         Windows without requests are skipped and counted in ``warnings_``.
     servers : int, default 1
         Cores sharing the queue (one per Node.js event loop: fit each worker process).
-    discipline : {"ps", "fcfs", "rr"}, default "ps"
+    discipline : {"ps", "fcfs", "rr"} or None, default None
         As in :func:`from_percentiles`; ``rr`` takes ``slices``, ``admission`` and
-        ``slice_delay`` as given (held, not fitted).
-    family : str, default "lognormal"
-        Service-time family (:data:`capacity.fit._model.FAMILIES`).
-    delay : None, "constant" or float
-        A non-CPU time added to every response, fitted (``"constant"``) or held (seconds).
+        ``slice_delay`` as given (held, not fitted).  None: chosen from the data (see Notes).
+    family : str or None, default None
+        Service-time family (:data:`capacity.fit._model.FAMILIES`); None: chosen from the data.
+    delay : "auto", None, "constant" or float, default "auto"
+        A non-CPU time added to every response: fitted (``"constant"``), held (seconds), none
+        (None), or chosen from the data (``"auto"``: none or constant).
     measured_at : {"client", "proxy", "in_process"}, default "client"
         Where the latencies were timed.  ``client`` and ``proxy``: the whole response time
         (queue, CPU and delay).  ``in_process`` (a histogram timed in the server's own
@@ -290,8 +303,8 @@ def from_histograms(
     -------
     HistogramFit
         ``service_``, ``cpu_per_request_``, ``scv_``, ``delay_``, ``capacity_qps_``,
-        ``deviance_``, ``comparison_``, ``windows_``, ``summary``, ``predict(q, arrival_rate)``,
-        ``ceiling(slo)``.
+        ``deviance_``, ``comparison_``, ``windows_``, ``candidates_`` (the models compared, with
+        their scores), ``summary``, ``predict(q, arrival_rate)``, ``ceiling(slo)``.
 
     Raises
     ------
@@ -327,6 +340,17 @@ def from_histograms(
     ``z = log(-log(1 - q))`` between them; this interpolation is exact at the levels and,
     between them, within 0.2 % in t for the smooth laws here (the levels are 0.42 apart in z).
 
+    Model selection: when ``discipline`` or ``family`` is None or ``delay="auto"``, every
+    combination of the candidates is fitted -- disciplines ps and fcfs; families lognormal and
+    gamma (for ps those the shipped PS quantile table holds: a family computed point by point
+    takes minutes per fit; give ``family=`` to have it anyway); no delay and a constant delay -- and
+    the one with the smallest QAIC is returned, ``QAIC = G / c + 2 k`` (k free parameters, c
+    the dispersion ``G / df`` of the candidate with the most parameters, at least 1: the
+    quasi-likelihood AIC for overdispersed counts, Burnham and Anderson 2002, sec. 6.5).
+    ``candidates_`` lists them with ``delta_qaic`` and Akaike weights
+    ``exp(-delta / 2)`` normalised; the summary names the runner-up.  rr is a candidate only
+    when given (its quantiles cost ~1 s per evaluation).
+
     Fit quality: with tens of thousands of requests per window the G statistic rejects every
     model (a queue's latencies are correlated, and the models are accurate to a few per cent,
     which such counts resolve: PS with lognormal CPU simulated at utilisation 0.1-0.7 gives
@@ -349,6 +373,8 @@ def from_histograms(
     ----------
     A. Agresti, *Categorical Data Analysis*, 3rd ed., Wiley 2013, sec. 1.5 (the multinomial
     likelihood and the G statistic) and sec. 4.5 (overdispersion).
+    K. P. Burnham, D. R. Anderson, *Model Selection and Multimodel Inference*, 2nd ed.,
+    Springer 2002, sec. 2.5 and 6.5 (QAIC and Akaike weights).
 
     Examples
     --------
@@ -364,12 +390,45 @@ def from_histograms(
     ...     cum = dict(zip(le + [float("inf")], 3600 * rate * np.r_[1 - above, 1.0]))
     ...     windows.append({"buckets": cum, "arrival_rate": rate})
     >>> fit = from_histograms(windows)
+    >>> fit.discipline, fit.family, fit.delay_
+    ('ps', 'lognormal', None)
     >>> round(fit.cpu_per_request_, 4), round(fit.scv_, 1)
     (0.02, 2.0)
     """
     measured_at = check_choice(measured_at, "measured_at", MEASURED_AT)
-    opts = check_percentile_options(discipline, family, delay, scv, confidence, max_nfev, slices, admission,
-                                    slice_delay)
+    if discipline is not None and discipline not in ("ps", "fcfs", "rr"):
+        check_choice(discipline, "discipline", ("ps", "fcfs", "rr"))
+    data = _parse_windows(windows, servers)
+    auto_delay = isinstance(delay, str) and delay == "auto"
+    candidates = []
+    for d in (("ps", "fcfs") if discipline is None else (discipline,)):
+        fams = _candidate_families(d) if family is None else (family,)
+        for f in fams:
+            for dl in ((None, "constant") if auto_delay else (delay,)):
+                candidates.append((d, f, dl))
+    fits = []
+    for d, f, dl in candidates:
+        opts = check_percentile_options(d, f, dl, scv, confidence, max_nfev, slices, admission, slice_delay)
+        fits.append(_fit_one(data, opts, measured_at))
+    best = _select(fits, candidates) if len(fits) > 1 else fits[0]
+    best._emit_warnings(stacklevel=3)
+    return best
+
+
+def _candidate_families(discipline: str) -> tuple[str, ...]:
+    """The families tried when none is given: lognormal and gamma where a shipped table answers
+    them (fcfs always; ps and rr as far as the PS table holds them), else lognormal alone --
+    computed point by point, one PS fit takes minutes."""
+    from .._quantile_table import families
+
+    if discipline == "fcfs":
+        return ("lognormal", "gamma")
+    tabled = tuple(f for f in ("lognormal", "gamma") if f in families("ps"))
+    return tabled or ("lognormal",)
+
+
+def _fit_one(data: _Windows, opts, measured_at: str) -> HistogramFit:
+    """One model fitted to the windows (warnings recorded, not yet emitted)."""
     if opts.discipline == "rr" and measured_at == "in_process":
         raise ValueError("measured_at='in_process' with discipline='rr' is not modelled yet (the wait "
                          "for a request's first slice is part of the client's time, not the "
@@ -379,8 +438,7 @@ def from_histograms(
                          "count is available in from_percentiles)")
     if opts.delay == "lognormal":
         raise ValueError("delay='lognormal' is not available for histogram fits; use None, "
-                         "'constant' or a number of seconds")
-    data = _parse_windows(windows, servers)
+                         "'constant', 'auto' or a number of seconds")
     model = QueueModel(opts.discipline, opts.family, opts.delay, slices=opts.slices_fixed or 1,
                        admission=opts.admission, slice_delay=opts.slice_delay)
     mean_fixed = None
@@ -400,6 +458,54 @@ def from_histograms(
     bm = _BucketModel(model, data, measured_at, names, mean_fixed, opts.scv_fixed, opts.delay_fixed, t_ref)
     theta, sol, lo_b, hi_b = _solve(bm, data, opts)
     return _result(bm, data, opts, theta, sol, lo_b, hi_b, mean_fixed, measured_at)
+
+
+def _select(fits: list[HistogramFit], candidates: list) -> HistogramFit:
+    """The candidate with the smallest QAIC, with the comparison table on it."""
+    import pandas as pd
+
+    k = np.array([len(f._space.bm.names) for f in fits])
+    g = np.array([f.deviance_ for f in fits])
+    df = np.array([f.degrees_of_freedom_ for f in fits])
+    general = int(np.lexsort((g / np.maximum(df, 1), -k))[0])
+    c_hat = max(1.0, g[general] / max(df[general], 1))
+    qaic = g / c_hat + 2 * k
+    delta = qaic - qaic.min()
+    weight = np.exp(-0.5 * delta)
+    weight /= weight.sum()
+    table = pd.DataFrame({
+        "discipline": [c[0] for c in candidates], "family": [c[1] for c in candidates],
+        "delay": ["none" if c[2] is None else (c[2] if isinstance(c[2], str) else f"{c[2]:g} s")
+                  for c in candidates],
+        "cpu_per_request": [f.cpu_per_request_ for f in fits], "scv": [f.scv_ for f in fits],
+        "free_parameters": k, "deviance": g, "qaic": qaic, "delta_qaic": delta, "weight": weight,
+        "rms_log_time_miss": [f.fit_quality_["rms_log_time_miss"] for f in fits]})
+    order = np.argsort(qaic, kind="stable")
+    table = table.iloc[order].reset_index(drop=True)
+    table.index.name = "rank"
+    best = fits[int(order[0])]
+    best.candidates_ = table
+    best._candidate_fits = [(fits[i], float(weight[i])) for i in order]
+    best._add_table("models compared (smallest QAIC chosen)", table)
+    best._set_quality("qaic_dispersion", c_hat)
+    # The warning names the best candidate of another discipline or family: one that differs only
+    # by a delay nests the chosen model (a delay that lowers the deviance little costs its 2 QAIC
+    # points and nothing else), and it is in the table.
+    rival = [i for i in range(1, len(table))
+             if (table.loc[i, "discipline"], table.loc[i, "family"]) != (table.loc[0, "discipline"],
+                                                                        table.loc[0, "family"])]
+    runner = table.iloc[rival[0] if rival else 1]
+    best._set_quality("delta_qaic_runner_up", float(runner["delta_qaic"]))
+    best.method += (f"; model chosen by QAIC among {len(fits)} candidates (runner-up: "
+                    f"{runner['discipline']}, {runner['family']}, delay {runner['delay']}, "
+                    f"delta QAIC {runner['delta_qaic']:.1f}, weight {runner['weight']:.2f})")
+    if rival and runner["delta_qaic"] < 2.0:
+        best._warn(IdentifiabilityWarning,
+                   f"the data barely tell the chosen model from the runner-up ({runner['discipline']}, "
+                   f"{runner['family']}, delay {runner['delay']}: delta QAIC {runner['delta_qaic']:.1f} < 2); "
+                   "their predictions at higher load may differ: compare them in candidates_, or give "
+                   "windows at busier hours")
+    return best
 
 
 def _bounds(bm: _BucketModel, data: _Windows, opts) -> tuple[np.ndarray, np.ndarray]:
@@ -513,8 +619,7 @@ def _result(bm: _BucketModel, data: _Windows, opts, theta, sol, lo_b, hi_b, mean
     jac = np.asarray(sol["jac"])
     cov = None
     if bm.names:
-        dispersion = max(1.0, g / df) if df > 0 else 1.0
-        cov = np.linalg.pinv(jac.T @ jac) * dispersion
+        cov = _covariance(jac, np.asarray(sol["fun"]), data.window, g, df)
     res.covariance_ = cov
     wald = WaldIntervals(cov, bm.names, opts.confidence, bm.t_ref)
     lo_m, hi_m = wald.interval("log_mean", mean)
@@ -586,7 +691,8 @@ def _result(bm: _BucketModel, data: _Windows, opts, theta, sol, lo_b, hi_b, mean
         if min(theta[i] - lo_b[i], hi_b[i] - theta[i]) < 1e-4 * span:
             res._warn(FitWarning, f"{name} sits on its search bound ({theta[i]:.4g}); the family or "
                                   "model may not suit the data")
-    res._emit_warnings(stacklevel=3)
+    res.candidates_ = None
+    res._candidate_fits = [(res, 1.0)]
     return res
 
 
@@ -620,6 +726,30 @@ class _PredictionSpace:
 
     def quantiles_at(self, theta, q, lam, servers) -> np.ndarray:
         return self.bm.model.quantiles(self.bm.unpack(theta), q, lam, servers)
+
+
+def _covariance(jac: np.ndarray, resid: np.ndarray, window: np.ndarray, g: float, df: int) -> np.ndarray:
+    """Covariance of the search parameters: the window-clustered sandwich, never below the
+    dispersion-scaled Fisher information.
+
+    The counts within a window are not multinomial draws of independent requests (a busy
+    period slows many together), most of all in the tail, so the Fisher information overstates
+    what they carry.  Windows are independent of each other: the sandwich
+    ``A^-1 (sum_w s_w s_w^T) A^-1``, ``A = J^T J``, ``s_w = J_w^T r_w`` the score of window w,
+    scaled by ``W / (W - p)`` for its small-sample bias, estimates the variance from how the
+    windows scatter about the model.  With few windows it is itself noisy, so the larger of it
+    and ``A^-1 max(1, G / df)`` (per parameter, by the diagonal) is taken.
+    """
+    a_inv = np.linalg.pinv(jac.T @ jac)
+    fisher = a_inv * (max(1.0, g / df) if df > 0 else 1.0)
+    n_windows, p = int(window.max()) + 1, jac.shape[1]
+    if n_windows <= p + 1:
+        return fisher
+    scores = np.zeros((n_windows, p))
+    np.add.at(scores, window, jac * resid[:, None])
+    sandwich = a_inv @ (scores.T @ scores) @ a_inv * (n_windows / (n_windows - p))
+    scale = np.sqrt(np.maximum(np.diag(sandwich), np.diag(fisher)) / np.maximum(np.diag(fisher), 1e-300))
+    return fisher * np.outer(scale, scale)
 
 
 def _within_window_cumsum(values: np.ndarray, window: np.ndarray) -> np.ndarray:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -28,12 +28,20 @@ from ._model import TWO_PARAM, QueueModel, make_service
 from ._result import FitResult
 from ._solve import Profile, SearchSpace, Solution, fit_space, profile_slices
 
-__all__ = ["PercentileFit", "from_percentiles"]
+__all__ = ["PercentileFit", "Prediction", "from_percentiles"]
 
 ArrayLike = Any
 
 
 # ---------------------------------------------------------------------- result
+class Prediction(NamedTuple):
+    """A predicted value with its interval: ``estimate`` (the fit's), ``low`` and ``high``."""
+
+    estimate: Any
+    low: Any
+    high: Any
+
+
 class PercentileFit(FitResult):
     """Result of :func:`from_percentiles`.
 
@@ -74,20 +82,88 @@ class PercentileFit(FitResult):
     servers: Any
     family: str
 
-    def predict(self, q: ArrayLike, arrival_rate: ArrayLike, servers: ArrayLike | None = None):
+    def predict(self, q: ArrayLike, arrival_rate: ArrayLike, servers: ArrayLike | None = None,
+                interval: float | None = None):
         """Model latency quantile(s) at ``arrival_rate`` (req/s), seconds; broadcasts q and rate.
 
         Includes the fitted non-CPU delay.  ``inf`` where the load is unstable.
+
+        With ``interval`` (a coverage such as 0.9) returns ``Prediction(estimate, low, high)``:
+        the central ``interval`` range of the prediction over parameter sets drawn from the
+        fit's approximate sampling distribution (normal in the search parameters, mean the
+        estimate, covariance ``covariance_``; 400 draws, seeded, so the answer is repeatable)
+        and, for a fit that chose its model from the data, over the candidate models in
+        proportion to their Akaike weights.  ``high`` is ``inf`` where some plausible
+        parameters make the queue unstable at that load.  Without a covariance
+        (:func:`from_percentiles` without ``n_requests``) the bounds are NaN and a warning
+        names what is missing.  Predicting above the busiest observed utilisation warns that
+        it extrapolates.
         """
         from .._checks import check_quantile
+        from ._inputs import check_confidence
 
         qq = check_quantile(q, "q")
         lam = check_positive(arrival_rate, "arrival_rate")
         srv = check_servers(self._servers_default if servers is None else servers, "servers")
         shape = np.broadcast_shapes(qq.shape, lam.shape, srv.shape)
         qb, lb, sb = (np.broadcast_to(a, shape).ravel() for a in (qq, lam, srv))
-        out = self._space.quantiles_at(self._theta[None, :], qb, lb, sb.astype(np.int64))[0].reshape(shape)
-        return out.item() if out.ndim == 0 else out
+        sb = sb.astype(np.int64)
+        out = self._space.quantiles_at(self._theta[None, :], qb, lb, sb)[0].reshape(shape)
+        if interval is None:
+            return out.item() if out.ndim == 0 else out
+        check_confidence(interval)
+        self._warn_extrapolation(lb, sb)
+        low, high = self._prediction_bounds(interval, qb, lb, sb)
+        pick = (lambda a: a.reshape(shape).item() if not shape else a.reshape(shape))
+        return Prediction(out.item() if out.ndim == 0 else out, pick(low), pick(high))
+
+    _N_DRAWS = 400
+
+    def _draw_sets(self, n: int) -> list:
+        """[(space, thetas)]: parameter sets drawn from this fit's sampling distribution."""
+        if not self._theta.size:
+            return [(self._space, self._theta[None, :])]
+        if self.covariance_ is None:
+            return []
+        rng = np.random.default_rng(20261203)
+        cov = 0.5 * (self.covariance_ + self.covariance_.T)
+        # eigh, not Cholesky: a near-singular covariance (an unidentified parameter) is allowed.
+        w, v = np.linalg.eigh(cov)
+        root = v * np.sqrt(np.maximum(w, 0.0))
+        return [(self._space, self._theta[None, :] + rng.standard_normal((n, self._theta.size)) @ root.T)]
+
+    def _prediction_bounds(self, interval: float, qb, lb, sb):
+        sets = self._draw_sets(self._N_DRAWS)
+        if not sets:
+            import warnings
+
+            from ..exceptions import IdentifiabilityWarning
+
+            warnings.warn("no prediction interval: the fit has no covariance (give n_requests, the "
+                          "requests behind each set of percentiles)", IdentifiabilityWarning, stacklevel=3)
+            return np.full(qb.shape, np.nan), np.full(qb.shape, np.nan)
+        preds = []
+        with np.errstate(all="ignore"):
+            for space, thetas in sets:
+                x = np.asarray(space.quantiles_at(thetas, qb, lb, sb), dtype=float)
+                preds.append(np.where(np.isfinite(x), x, np.inf))
+        allx = np.concatenate(preds, axis=0)
+        tail = 0.5 * (1.0 - interval)
+        return np.quantile(allx, tail, axis=0), np.quantile(allx, 1.0 - tail, axis=0)
+
+    def _warn_extrapolation(self, lb, sb) -> None:
+        seen = float(self.fit_quality_.get("max_utilization", np.nan))
+        asked = float(np.max(lb * self.cpu_per_request_ / sb))
+        if np.isfinite(seen) and asked > seen * 1.15:
+            import warnings
+
+            from ..exceptions import IdentifiabilityWarning
+
+            warnings.warn(f"extrapolating: the prediction is at utilisation {asked:.2f}, the busiest "
+                          f"observation was at {seen:.2f}; the interval covers the fit's parameter "
+                          "uncertainty, not a change of behaviour above what was seen (windows at "
+                          f"utilisation near {min(asked, 0.95):.2f} would test it)",
+                          IdentifiabilityWarning, stacklevel=3)
 
     def ceiling(self, slo: Mapping[float, float]):
         """Highest request rate meeting ``slo`` ({q: seconds}), via :func:`capacity.plan.qps_ceiling`.
