@@ -608,10 +608,10 @@ def response_quantile(q: ArrayLike, arrival_rate: ArrayLike, service: Service | 
     p50 / p99 / p99.9 for lognormal scv 4 at rho 0.5: the PS tail depends
     on the whole size distribution, not on its first moments.)
 
-    **Lognormal service on one core comes from a shipped table** of that
+    **Lognormal and gamma service on one core come from a shipped table** of that
     computation (:mod:`capacity._quantile_table`: 32 utilisations from 0.001
-    to 0.999 x scv values from 0.39 to 25 (evenly spaced in log scv, 11
-    nodes) x 40 levels from q = 0.001 to 1 - 1e-6, read by a cubic spline;
+    to 0.999 x scv values evenly spaced in log scv -- lognormal 0.57 to 25 (11 nodes), gamma
+    0.085 to 1.2 (8 nodes) -- x 40 levels from q = 0.001 to 1 - 1e-6, read by a cubic spline;
     :func:`response_sf` solves the same spline for the level), because the
     direct computation is slow for these laws (``benchmarks/bench_ps.py``).
     Points off the table (rho > 0.999, scv outside, q beyond the levels) are
@@ -621,15 +621,24 @@ def response_quantile(q: ArrayLike, arrival_rate: ArrayLike, service: Service | 
     by a few per cent between nearby scv values (at light load, where
     ``T -> S``, the direct p90 is 9 % off the lognormal's own at scv 3.1, the
     table 2 %).  Against exact PS simulation between the nodes (p50 / p90 /
-    p99 / p99.9; 4 x 1.5e6 s runs, standard errors 0.1-1.2 %, 1.2-2.2 % at
-    rho 0.935)::
+    p99 / p99.9; lognormal: 4 x 1.5e6 s runs, standard errors 0.1-1.2 %, 1.2-2.2 % at
+    rho 0.935; gamma: 1e7 s runs, 95 % half-widths in brackets)::
 
+        lognormal
         scv    rho   table                          direct computation
         0.469  0.79  +0.9% -0.2% -0.5% -0.9%        -0.3% -1.8% -0.6% +0.1%
         1.46   0.79  +0.4% +0.6% +0.9% +1.5%        +0.1% +0.9% +0.7% +1.5%
         4.55   0.935 -1.4% -0.9% -1.6% -1.6%        -1.4% -1.0% -1.5% -1.7%
+        gamma (table)
+        0.15   0.8   -0.1% (0.4)  +0.2% (0.6)  +0.3% (1.1)  +0.1% (2.1)
+        0.3    0.8   +0.2% (0.4)  +0.5% (0.5)  +0.4% (0.9)  -0.6% (1.4)
+        0.7    0.6   +0.0% (0.2)  -0.1% (0.4)  -0.0% (0.5)  +0.2% (1.0)
+        1.1    0.9   +0.0% (1.2)  -0.2% (1.6)  -0.7% (2.1)  -1.4% (3.0)
 
-    Below scv 0.39 the hyper-Erlang fits are too uneven to interpolate
+    The gamma table against the direct computation between its nodes: within 0.6 % (median
+    0.08 %; ``tools/build_quantile_tables.py --check ps gamma``).  Gamma above scv 1.2 is
+    computed directly (its table build does not yet cover the levels near rho = 1 there).
+    Below scv 0.57 the lognormal's hyper-Erlang fits are too uneven to interpolate
     (measured at scv 0.15, rho 0.79: -5.6 % / -9.3 % at p99 / p99.9 from a
     table, -2.3 % / -4.7 % directly), so those points are computed directly.
     Speed: ``benchmarks/bench_ps.py`` times four quantiles at one point from

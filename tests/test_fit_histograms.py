@@ -158,6 +158,26 @@ CASES = [("ps", Service.lognormal(0.02, 0.6)), ("ps", Service.lognormal(0.03, 1.
          ("fcfs", Service.exponential(0.025))]
 
 
+def test_the_discipline_is_chosen_from_the_data():
+    """Ten days (five PS, five FCFS queues; lognormal, gamma and exponential CPU of scv 0.6-4;
+    utilisation 0.1-0.7): with nothing given, QAIC picks the true discipline in at least 9 of 10,
+    and the chosen model's p99 at utilisation 0.8 is within 15 % of the exact one in at least 9."""
+    right, close, rows = 0, 0, []
+    for i, (discipline, svc) in enumerate(CASES):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            fit = from_histograms(_day(svc, discipline, seed=100 * i))
+        assert fit.candidates_ is not None and len(fit.candidates_) == 8   # 2 disciplines x 2 families x 2 delays
+        module = ps if discipline == "ps" else fcfs
+        truth = float(module.response_quantile(0.99, 0.8 / float(svc.mean), svc))
+        err = fit.predict(0.99, 0.8 / float(svc.mean)) / truth - 1
+        rows.append((discipline, fit.discipline, fit.family, round(err, 3)))
+        right += fit.discipline == discipline
+        close += abs(err) < 0.15
+    assert right >= 9, rows
+    assert close >= 9, rows
+
+
 def test_prediction_intervals_cover_the_truth():
     """Forty days (twenty of a PS, twenty of an FCFS queue, 20 ms lognormal CPU of scv 1.5,
     six windows of 20 minutes at utilisation 0.1-0.6): the 90 % interval of the p99 at

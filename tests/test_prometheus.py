@@ -12,22 +12,21 @@ query_range answers.
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
+import pathlib
 import shutil
-import socket
-import subprocess
-import threading
 import time
-import urllib.request
 
 import numpy as np
 import pytest
 
-from capacity import Service, ps, simulate
+from capacity import Service, ps
 from capacity.exceptions import FitWarning, SourceError
 from capacity.fit import from_prometheus, from_prometheus_json
 
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 LE = [0.0005, 0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064, 0.128]
 SERVICE = Service.lognormal(0.002, 1.0)
 PHASE = 10.0                    # seconds at each load
@@ -39,81 +38,28 @@ RATES = (100.0, 200.0, 300.0)   # utilisation 0.2, 0.4, 0.6
 LEAD = 5.0
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def _harness():
+    spec = importlib.util.spec_from_file_location("prometheus_harness", ROOT / "tools" / "prometheus_harness.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
-def _wait_ready(url: str, timeout: float = 30.0) -> None:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        try:
-            with urllib.request.urlopen(url + "/-/ready", timeout=1.0) as r:
-                if r.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.2)
-    raise RuntimeError(f"Prometheus at {url} did not become ready in {timeout:.0f} s")
-
-
-def _requests():
-    """(completion time, response, cpu) of the three phases, on one clock from 0."""
-    rows = []
-    begin = 0.0
-    for i, (rate, length) in enumerate(zip(RATES, (LEAD + PHASE, PHASE, PHASE + LEAD))):
-        req = simulate(rate, SERVICE, discipline="ps", horizon=length, seed=40 + i).requests
-        rows.append(np.c_[req["completion"] + begin, req["response"], req["service"]])
-        begin += length
-    out = np.concatenate(rows)
-    return out[np.argsort(out[:, 0])]
+harness = _harness()
 
 
 @pytest.fixture(scope="module")
-def prometheus_run(tmp_path_factory):
-    binary = shutil.which("prometheus")
-    if binary is None:
+def prometheus_run():
+    if shutil.which("prometheus") is None:
         pytest.skip("the prometheus binary is not installed (Debian package 'prometheus'; .ci/run installs it)")
-    client = pytest.importorskip("prometheus_client", reason="prometheus_client is not installed")
-    registry = client.CollectorRegistry()
-    hist = client.Histogram("demo_request_duration_seconds", "request duration", buckets=LE, registry=registry)
-    cpu = client.Counter("process_cpu_seconds", "CPU seconds of the requests", registry=registry)
-    exporter_port = _free_port()
-    server, thread = client.start_http_server(exporter_port, addr="127.0.0.1", registry=registry)
-    tmp = tmp_path_factory.mktemp("prometheus")
-    config = tmp / "prometheus.yml"
-    config.write_text(
-        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
-        "scrape_configs:\n  - job_name: demo\n    static_configs:\n"
-        f"      - targets: ['127.0.0.1:{exporter_port}']\n")
-    port = _free_port()
-    proc = subprocess.Popen([binary, f"--config.file={config}", f"--storage.tsdb.path={tmp / 'data'}",
-                             f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        _wait_ready(url)
+    pytest.importorskip("prometheus_client", reason="prometheus_client is not installed")
+    schedule = list(zip(RATES, (LEAD + PHASE, PHASE, PHASE + LEAD)))
+    rows = harness.simulated_requests(SERVICE, schedule, seed=40)
+    with harness.exporter(LE) as (target, hist, cpu), harness.run_prometheus([target]) as url:
         time.sleep(2.5)           # a few scrapes of the empty histogram first: increases start at 0
-        rows = _requests()
-        t0 = time.time()
-        done = 0
-        while done < len(rows):   # feed completions as wall-clock time reaches them
-            now = time.time() - t0
-            upto = int(np.searchsorted(rows[:, 0], now, side="right"))
-            for _, response, work in rows[done:upto]:
-                hist.observe(response)
-                cpu.inc(work)
-            done = upto
-            time.sleep(0.01)
+        t0 = harness.feed(rows, hist, cpu)
         time.sleep(1.5)           # the last scrapes
         yield url, t0 + LEAD
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        server.shutdown()
 
 
 def test_fit_through_a_real_prometheus(prometheus_run):
@@ -144,7 +90,7 @@ def test_server_errors_become_messages(prometheus_run):
 
 
 def test_unreachable_server_and_bad_ranges():
-    port = _free_port()
+    port = harness.free_port()
     with pytest.raises(SourceError, match="could not reach Prometheus"):
         from_prometheus(f"http://127.0.0.1:{port}", "h", start=0, end=600, step=60)
     with pytest.raises(ValueError, match="limit of 11000; use step >= 8 s"):
@@ -228,3 +174,18 @@ def test_nan_windows_are_skipped_and_said():
     with pytest.warns(FitWarning, match="1 of 4 window"):
         fit = from_prometheus_json(answer, family="exponential")
     assert fit.n_observations == 3
+
+
+def test_the_recorded_day_fits_back_to_its_truth():
+    """data/prometheus/: twelve 30 s windows as a real Prometheus answered them (the truth in
+    day.json: PS, 1 ms lognormal CPU of scv 2).  With nothing but the two answers the fit picks
+    processor sharing, E[S] within 2 % (held by the CPU counter) and the scv within 15 %."""
+    day = json.loads((ROOT / "data" / "prometheus" / "day.json").read_text())
+    truth = day["truth"]
+    fit = from_prometheus_json(ROOT / "data" / "prometheus" / "buckets.json",
+                               ROOT / "data" / "prometheus" / "cpu.json", measured_at="client")
+    assert fit.discipline == truth["discipline"]
+    assert fit.cpu_per_request_ == pytest.approx(truth["cpu_per_request_s"], rel=0.02)
+    assert fit.scv_ == pytest.approx(truth["scv"], rel=0.15)
+    assert len(fit.windows_) == len(day["schedule"])
+    assert fit.fit_quality_["rms_log_time_miss"] < 0.10

@@ -83,7 +83,9 @@ class SearchSpace:
 
                 a, b = max(a, _SLOW_PS_SCV[0]), min(b, _SLOW_PS_SCV[1])
                 tabled = scv_range("ps", family)
-                if tabled is not None:
+                # Only lognormal is held to its table: below it the hyper-Erlang fit is poor. Gamma
+                # is tabled from 0.12 to 1.2 and computed directly (slowly, but right) beyond.
+                if tabled is not None and family == "lognormal":
                     a, b = max(a, tabled[0]), min(b, tabled[1])
             lo.append(math.log(a))
             hi.append(math.log(b))

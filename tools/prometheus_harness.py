@@ -1,0 +1,130 @@
+"""A real Prometheus server scraping a local exporter fed by a simulated queue, in wall-clock time.
+
+Used by ``tests/test_prometheus.py`` (the fit through the HTTP API) and by
+``tools/record_prometheus_day.py`` (the recorded answers shipped in ``data/prometheus/``).
+
+* :func:`run_prometheus` starts Debian's ``prometheus`` binary on a free loopback port with a
+  temporary config (one scrape job) and data directory, waits until it is ready, and stops it.
+* :func:`feed` plays completed requests into a ``prometheus_client`` histogram and a CPU
+  counter (``process_cpu_seconds_total``, the CPU the requests used) as wall-clock time reaches
+  their completion times.
+* :func:`simulated_requests` makes those requests: a seeded ``capacity.simulate`` run per phase
+  of a rate schedule, on one clock.
+
+The latencies come from a simulation, not from a server: what is real is the exporter library,
+the scrape, Prometheus's storage and its ``increase``/``rate`` arithmetic, and the HTTP API.
+"""
+from __future__ import annotations
+
+import contextlib
+import pathlib
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_ready(url: str, proc: subprocess.Popen, timeout: float = 30.0) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            err = proc.stderr.read().decode("utf-8", "replace") if proc.stderr else ""
+            raise RuntimeError(f"prometheus exited with status {proc.returncode}: {err.strip()[-500:]}")
+        try:
+            with urllib.request.urlopen(url + "/-/ready", timeout=1.0) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.2)
+    raise RuntimeError(f"Prometheus at {url} did not become ready in {timeout:.0f} s")
+
+
+@contextlib.contextmanager
+def run_prometheus(targets: Sequence[str], scrape_interval: float = 1.0,
+                   workdir: pathlib.Path | None = None) -> Iterator[str]:
+    """Start Prometheus scraping ``targets`` (``host:port``); yields its URL.  RuntimeError when
+    the binary is absent or does not start."""
+    binary = shutil.which("prometheus")
+    if binary is None:
+        raise RuntimeError("the prometheus binary is not installed (Debian package 'prometheus')")
+    with contextlib.ExitStack() as stack:
+        if workdir is None:
+            workdir = pathlib.Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="capacity-prom-")))
+        config = workdir / "prometheus.yml"
+        listed = ", ".join(f"'{t}'" for t in targets)
+        config.write_text(
+            f"global:\n  scrape_interval: {scrape_interval:g}s\n  evaluation_interval: {scrape_interval:g}s\n"
+            f"scrape_configs:\n  - job_name: demo\n    static_configs:\n      - targets: [{listed}]\n")
+        port = free_port()
+        proc = subprocess.Popen([binary, f"--config.file={config}", f"--storage.tsdb.path={workdir / 'data'}",
+                                 f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        url = f"http://127.0.0.1:{port}"
+        try:
+            _wait_ready(url, proc)
+            yield url
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+@contextlib.contextmanager
+def exporter(buckets: Sequence[float], name: str = "demo_request_duration_seconds"):
+    """A ``prometheus_client`` exporter on a free loopback port: yields (host:port, histogram,
+    cpu counter)."""
+    import prometheus_client as client
+
+    registry = client.CollectorRegistry()
+    hist = client.Histogram(name, "request duration, seconds", buckets=list(buckets), registry=registry)
+    cpu = client.Counter("process_cpu_seconds", "CPU seconds the requests used", registry=registry)
+    port = free_port()
+    server, _thread = client.start_http_server(port, addr="127.0.0.1", registry=registry)
+    try:
+        yield f"127.0.0.1:{port}", hist, cpu
+    finally:
+        server.shutdown()
+
+
+def simulated_requests(service, schedule: Sequence[tuple[float, float]], discipline: str = "ps",
+                       seed: int = 0) -> np.ndarray:
+    """Rows (completion time, response, cpu), sorted by completion, of a seeded simulation of each
+    ``(rate, seconds)`` phase of ``schedule``, one after another on one clock from 0.  Each phase
+    starts empty (a few requests of a busy phase's queue are lost at its end)."""
+    from capacity import simulate
+
+    rows, begin = [], 0.0
+    for i, (rate, seconds) in enumerate(schedule):
+        req = simulate(rate, service, discipline=discipline, horizon=seconds, seed=seed + i).requests
+        rows.append(np.c_[req["completion"] + begin, req["response"], req["service"]])
+        begin += seconds
+    out = np.concatenate(rows)
+    return out[np.argsort(out[:, 0])]
+
+
+def feed(rows: np.ndarray, hist, cpu, tick: float = 0.01) -> float:
+    """Observe each row's response and add its CPU when wall-clock time reaches its completion;
+    returns the Unix time of the clock's zero."""
+    t0 = time.time()
+    done = 0
+    while done < len(rows):
+        upto = int(np.searchsorted(rows[:, 0], time.time() - t0, side="right"))
+        for _, response, work in rows[done:upto]:
+            hist.observe(response)
+            cpu.inc(work)
+        done = upto
+        time.sleep(tick)
+    return t0
