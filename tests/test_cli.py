@@ -586,3 +586,17 @@ def test_fit_prometheus_usage_errors(args, message):
     out = run(*args)
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert message in out.stderr
+
+
+def test_fit_ceiling_that_contradicts_the_data_says_so():
+    """The issue's report: a ceiling of 4.3 QPS printed as if fine although the observed p99 at
+    7.5 QPS met the SLO.  The number stays the model's; the line under it says it contradicts
+    the data, in the table and in --json."""
+    args = ["fit", "p50=45ms,p90=120ms,p99=400ms", "--qps", "7.5", "--cpu-util", "55%", "--slo", "p99=500ms"]
+    out = run(*args)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("QPS ceiling"))
+    assert lines[at + 1].startswith("  ! this contradicts the data: at 7.5 QPS the observed p99 400 ms met the SLO")
+    data = json.loads(run(*args, "--json").stdout)
+    assert data["ceiling"]["qps"] < 7.5 and len(data["ceiling"]["contradictions"]) == 1

@@ -218,3 +218,40 @@ def test_prediction_type_and_extrapolation_warning():
     assert (far.high - far.low) / far.estimate > 2 * (near.high - near.low) / near.estimate
     with pytest.raises(ValueError, match="confidence"):
         fit.predict(0.99, 10.0, interval=1.5)
+
+
+def test_a_ceiling_below_a_load_that_met_the_slo_says_so():
+    """The issue's case: p50/p90/p99 = 45/120/400 ms at 7.5 QPS with 55 % CPU, SLO p99 <= 500 ms.
+    The PS lognormal model misses these percentiles by 92 % and puts the ceiling at 4.3 QPS, below
+    the 7.5 QPS that met the SLO: the ceiling keeps its number and says it contradicts the data."""
+    from capacity.fit import from_percentiles
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fit = from_percentiles({0.5: 0.045, 0.9: 0.12, 0.99: 0.4}, 7.5, utilization=0.55)
+    c = fit.ceiling({0.99: 0.5})
+    assert c.qps < 7.5
+    assert len(c.contradictions) == 1 and "at 7.5 QPS the observed p99 400 ms met the SLO" in c.contradictions[0]
+    assert "contradicts the data" in str(c)
+    # a model that describes its data gives no such sentence
+    svc = Service.lognormal(0.02, 2.0)
+    obs = dict(zip([0.5, 0.9, 0.99], fcfs.response_quantile([0.5, 0.9, 0.99], 20.0, svc)))
+    good = from_percentiles(obs, 20.0, discipline="fcfs").ceiling({0.99: float(obs[0.99]) * 1.5})
+    assert good.contradictions == () and good.qps > 20.0
+
+
+def test_histogram_ceiling_checks_the_windows():
+    """A PS day fitted as FCFS (held by hand): at 0.6 utilisation the windows met p99 <= 500 ms
+    (under 1 % of requests over the 500 ms bound), while the FCFS model's ceiling for it is
+    lower; the ceiling says so.  The PS fit's ceiling has no contradiction."""
+    svc = Service.lognormal(0.02, 2.0)
+    windows = _day(svc, "ps", seed=3, rhos=(0.2, 0.4, 0.6))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        wrong = from_histograms(windows, discipline="fcfs", family="gamma", delay=None, scv=20.0)
+        right = from_histograms(windows, discipline="ps", family="lognormal", delay=None)
+    slo = {0.99: 0.5}
+    assert float(ps.response_quantile(0.99, 30.0, svc)) < 0.5
+    c = wrong.ceiling(slo)
+    assert c.qps < 30.0 and c.contradictions and "p99 (only" in c.contradictions[0]
+    assert right.ceiling(slo).contradictions == ()

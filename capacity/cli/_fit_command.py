@@ -227,7 +227,8 @@ def _fit_ceiling(args: argparse.Namespace, fit) -> dict | str | None:
     except NotImplementedError as exc:
         return f"no QPS ceiling: {_one_line(exc)}"
     return {"slo": {_q(q): t for q, t in args.slo.items()}, "qps": float(c.qps),
-            "capacity_qps": float(c.capacity_qps), "utilization": float(c.utilization), "binding": _q(c.binding)}
+            "capacity_qps": float(c.capacity_qps), "utilization": float(c.utilization), "binding": _q(c.binding),
+            "contradictions": list(c.contradictions)}
 
 
 def _show(value: float, unit: str) -> str:
@@ -292,6 +293,7 @@ def _fit_table(args: argparse.Namespace, fit, data: dict) -> str:
         lines += ["", f"QPS ceiling for {slo_text}: {ceiling['qps']:.4g} QPS "
                       f"({100 * ceiling['utilization']:.0f}% of the {ceiling['capacity_qps']:.4g} QPS capacity; "
                       f"binds: {ceiling['binding']})"]
+        lines += [f"  ! {note}" for note in ceiling["contradictions"]]
     if data["warnings"]:
         lines += ["", "warnings:"] + [f"  - {w}" for w in data["warnings"]]
     return "\n".join(lines)

@@ -67,6 +67,32 @@ class HistogramFit(PercentileFit):
 
     measured_at: str
 
+    def _slo_held(self, slo: dict) -> list[tuple[float, str]]:
+        """Windows whose counts show every SLO percentile met: at the largest bucket bound at or
+        below the SLO time, the share of slower requests was already within 1 - q (so at the
+        SLO time itself it was too)."""
+        from ..units import format_quantile, format_time
+
+        comp = self.comparison_
+        out = []
+        for rate, rows in comp.groupby("arrival_rate"):
+            evidence = []
+            for q, t in slo.items():
+                below = rows[rows["le"] <= t]
+                if below.empty:
+                    break
+                last = below.iloc[-1]
+                if last["observed_share_above"] > 1.0 - q:
+                    break
+                evidence.append(f"{format_quantile(q)} (only {100 * last['observed_share_above']:.2g} % over "
+                                f"{format_time(float(last['le']))})")
+            else:
+                out.append((float(rate), ", ".join(evidence)))
+        return sorted(out, reverse=True)
+
+    def _miss_text(self) -> str:
+        return f"{100 * float(self.fit_quality_['rms_log_time_miss']):.0f} % in time at the bucket bounds"
+
     def _draw_sets(self, n: int) -> list:
         # Model uncertainty: each candidate that has weight contributes its share of the draws.
         sets = []

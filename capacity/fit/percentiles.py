@@ -169,16 +169,57 @@ class PercentileFit(FitResult):
         """Highest request rate meeting ``slo`` ({q: seconds}), via :func:`capacity.plan.qps_ceiling`.
 
         Only for no delay or a constant delay (which shrinks each threshold).
+
+        The answer is checked against the data the fit came from: where an observation at a
+        higher rate than the ceiling already met the SLO, the ceiling contradicts the data,
+        and ``contradictions`` and the explanation say so next to the number (which stays
+        the model's: the observation is the lower bound to trust).
         """
+        import dataclasses
+
         from ..plan import qps_ceiling
+        from ..units import format_rate
 
         if isinstance(self.delay_, Service):
             raise NotImplementedError("ceiling() supports no delay or a constant delay; "
                                       "use predict() on a grid")
         extra = ({"slices": self.slices_, "admission": self.admission_, "slice_delay": self.slice_delay_}
                  if self.discipline == "rr" else {})
-        return qps_ceiling(self.service_, self._servers_default, slo, discipline=self.discipline,
-                           delay=float(self.delay_ or 0.0), **extra)
+        c = qps_ceiling(self.service_, self._servers_default, slo, discipline=self.discipline,
+                        delay=float(self.delay_ or 0.0), **extra)
+        if np.ndim(c.qps) != 0:
+            return c
+        held = self._slo_held(c.slo)
+        notes = []
+        for rate, evidence in held:
+            if rate > float(c.qps) * 1.001:
+                notes.append(f"this contradicts the data: at {format_rate(rate)} the observed {evidence} met the "
+                             f"SLO, so the service carries at least {format_rate(rate)}; the model misses its own "
+                             f"data (RMS error {self._miss_text()}) -- trust the observation, and fit another "
+                             "discipline, family or delay")
+                break
+        if not notes:
+            return c
+        return dataclasses.replace(c, explanation=c.explanation + " " + notes[0][0].upper() + notes[0][1:] + ".",
+                                   contradictions=tuple(notes))
+
+    def _slo_held(self, slo: dict) -> list[tuple[float, str]]:
+        """(rate, what was seen) for each observation whose measured percentiles met every SLO
+        percentile it measured, busiest first."""
+        from ..units import format_quantile, format_time
+
+        comp = self.comparison_
+        out = []
+        for rate, rows in comp.groupby("arrival_rate"):
+            seen = {float(q): float(t) for q, t in zip(rows["q"], rows["observed"])}
+            common = [q for q in slo if q in seen]
+            if common and all(seen[q] <= slo[q] for q in common):
+                out.append((float(rate), ", ".join(f"{format_quantile(q)} {format_time(seen[q])}" for q in common)))
+        return sorted(out, reverse=True)
+
+    def _miss_text(self) -> str:
+        rms = self.fit_quality_.get("rms_rel_error", math.nan)
+        return f"{100 * float(rms):.0f} %"
 
     def _description(self) -> dict:
         return {"discipline": self.discipline, "family": self.family, "servers": self.servers,

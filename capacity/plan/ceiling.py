@@ -64,6 +64,10 @@ class Ceiling(Result):
     slices, slice_delay, admission
         The event-loop model the ceiling was computed with (``discipline="rr"``; 1, 0 and
         ``"fifo"`` for the other disciplines), so that a stored result says what it assumed.
+    contradictions : tuple of str
+        A fitted model's ceiling checked against the data it was fitted to
+        (:meth:`capacity.fit.PercentileFit.ceiling`): each sentence names an observation the
+        ceiling contradicts (an SLO met at a higher rate).  Empty when none, or not checked.
     """
 
     qps: Any
@@ -81,6 +85,7 @@ class Ceiling(Result):
     slices: int = 1
     slice_delay: float = 0.0
     admission: str = "fifo"
+    contradictions: tuple = ()
 
     _headline: ClassVar[tuple[str, ...]] = ("qps", "capacity_qps", "utilization", "binding")
 
