@@ -580,7 +580,7 @@ def test_fit_prometheus_day_of_windows_prints_one_line_per_window(tmp_path):
     (["fit", "--prometheus", "nowhere.json"], "neither an http(s):// address nor a file"),
     (["fit", "--prometheus", "x.json", "--qps", "5"], "--qps: not used with --prometheus"),
     (["fit", "p50=1s", "--qps", "3", "--since", "2h"], "--since: applies to --prometheus only"),
-    (["fit", "p50=1s", "--qps", "3", "--prometheus", "x.json"], "give one of PERCENTILES, --log or --prometheus"),
+    (["fit", "p50=1s", "--qps", "3", "--prometheus", "x.json"], "give one of PERCENTILES, --log, --prometheus"),
 ])
 def test_fit_prometheus_usage_errors(args, message):
     out = run(*args)
@@ -600,3 +600,45 @@ def test_fit_ceiling_that_contradicts_the_data_says_so():
     assert lines[at + 1].startswith("  ! this contradicts the data: at 7.5 QPS the observed p99 400 ms met the SLO")
     data = json.loads(run(*args, "--json").stdout)
     assert data["ceiling"]["qps"] < 7.5 and len(data["ceiling"]["contradictions"]) == 1
+
+
+def test_fit_k6_and_timeseries_files(tmp_path):
+    """--k6 reads a k6 JSON run (model chosen from the data, said in the table); --timeseries a
+    dashboard CSV whose column names carry the units, and refuses one that does not."""
+    import datetime as dt
+
+    from capacity import Service, fcfs, simulate
+
+    svc = Service.lognormal(0.02, 1.5)
+    lines = [json.dumps({"type": "Metric", "metric": "http_req_duration",
+                         "data": {"type": "trend", "contains": "time"}})]
+    t0, begin = dt.datetime(2026, 12, 3, tzinfo=dt.timezone.utc).timestamp(), 0.0
+    for i, rate in enumerate((10.0, 25.0)):
+        req = simulate(rate, svc, discipline="ps", horizon=300.0, seed=i).requests
+        for end, response in zip(req["completion"] + begin, req["response"]):
+            stamp = dt.datetime.fromtimestamp(t0 + end, dt.timezone.utc).isoformat()
+            lines.append(json.dumps({"type": "Point", "metric": "http_req_duration",
+                                     "data": {"time": stamp, "value": 1e3 * response}}))
+        begin += 300.0
+    run_file = tmp_path / "run.json"
+    run_file.write_text("\n".join(lines) + "\n")
+    out = run("fit", "--k6", str(run_file), "--step", "1min")
+    assert out.returncode == 0, out.stderr
+    assert "model chosen from the data" in out.stdout and "windows of 60 s" in out.stdout
+    data = json.loads(run("fit", "--k6", str(run_file), "--json").stdout)
+    assert data["source"]["kind"] == "k6" and len(data["candidates"]) == 8
+    assert data["cpu_per_request_s"] == pytest.approx(0.02, rel=0.05)
+
+    rates = np.linspace(5.0, 30.0, 8)
+    frame = {"time": np.arange(8) * 60.0, "qps": rates, "cpu_percent": 100 * 0.02 * rates,
+             "p50_ms": 1e3 * np.asarray(fcfs.response_quantile(0.5, rates, svc)),
+             "p99_ms": 1e3 * np.asarray(fcfs.response_quantile(0.99, rates, svc))}
+    csv = tmp_path / "day.csv"
+    csv.write_text("\n".join([",".join(frame)] + [",".join(repr(float(frame[k][i])) for k in frame)
+                                                 for i in range(8)]) + "\n")
+    out = run("fit", "--timeseries", str(csv), "--discipline", "fcfs")
+    assert out.returncode == 0, out.stderr
+    assert "8 of 8 rows" in out.stdout and "20 ms" in out.stdout
+    csv.write_text(csv.read_text().replace("p99_ms", "p99"))
+    out = run("fit", "--timeseries", str(csv), "--discipline", "fcfs")
+    assert out.returncode == 2 and "argument --timeseries: column 'p99': its unit is not in its name" in out.stderr

@@ -137,13 +137,51 @@ def _fit_prometheus(args: argparse.Namespace):
     return res, res, dict(res.source_), []
 
 
+def _fit_file_source(args: argparse.Namespace):
+    """--timeseries FILE (a dashboard export) or --k6 FILE (a k6 JSON run)."""
+    from ..fit import from_k6, from_timeseries
+
+    for flag, value in (("--qps", args.qps), ("--cpu-util", args.cpu_util), ("--requests", args.requests),
+                        ("--bins", args.bins), ("--timing", args.timing), ("--format", args.format),
+                        ("--log-format", args.log_format)):
+        if value is not None:
+            raise _UsageError(f"argument {flag}: not used with {'--k6' if args.k6 else '--timeseries'} "
+                              "(the file gives the rates)")
+    rr = {"slices": args.slices, "admission": args.admission or "fifo",
+          "slice_delay": args.slice_delay or 0.0} if args.discipline == "rr" else {}
+    if args.k6 is not None:
+        if args.slices == "fit":
+            raise _UsageError("argument --slices: give a number with --k6")
+        options = dict(discipline=args.discipline, family=args.family, delay=args.delay, **rr)
+        try:
+            res = from_k6(args.k6, window=args.step or 60.0, servers=args.servers, **options)
+        except ValueError as exc:
+            raise _UsageError(f"argument --k6: {_one_line(exc)}") from None
+    else:
+        options = dict(discipline=args.discipline, family=args.family, delay=args.delay, **rr)
+        try:
+            res = from_timeseries(args.timeseries, servers=args.servers, window=args.step, **options)
+        except ValueError as exc:
+            raise _UsageError(f"argument --timeseries: {_one_line(exc)}") from None
+    return res, res, dict(res.source_), []
+
+
 def _cmd_fit(args: argparse.Namespace) -> tuple[dict, str]:
+    if args.prometheus is not None or args.k6 is not None:
+        # Histograms: what is not given is chosen from the data (from_histograms' candidates).
+        if args.delay is None:
+            args.delay = "auto"
+    else:
+        args.discipline = args.discipline or "ps"
+        args.family = args.family or "lognormal"
     _check_fit_flags(args)
     with warnings.catch_warnings(record=True):
         # The fits record their caveats in warnings_; they are printed below as plain lines.
         warnings.simplefilter("always")
         if args.prometheus is not None:
             res, fit, source, notes = _fit_prometheus(args)
+        elif args.k6 is not None or args.timeseries is not None:
+            res, fit, source, notes = _fit_file_source(args)
         elif args.log is None:
             res, fit, source, notes = _fit_percentiles(args)
         else:
@@ -155,18 +193,22 @@ def _cmd_fit(args: argparse.Namespace) -> tuple[dict, str]:
 def _check_fit_flags(args: argparse.Namespace) -> None:
     """The combinations of flags that make no sense together, refused before any work."""
     given = [name for name, value in (("PERCENTILES", args.percentiles), ("--log", args.log),
-                                      ("--prometheus", args.prometheus)) if value is not None]
+                                      ("--prometheus", args.prometheus), ("--timeseries", args.timeseries),
+                                      ("--k6", args.k6)) if value is not None]
     if not given:
         raise _UsageError("argument PERCENTILES: give percentiles like p50=45ms,p99=300ms with --qps, "
                           "--log FILE, or --prometheus URL --histogram NAME")
     if len(given) > 1:
-        raise _UsageError(f"argument {given[1]}: give one of PERCENTILES, --log or --prometheus, not "
-                          f"{' and '.join(given)}")
+        raise _UsageError(f"argument {given[1]}: give one of PERCENTILES, --log, --prometheus, --timeseries "
+                          f"or --k6, not {' and '.join(given)}")
     if args.prometheus is None:
-        for flag, value in (("--histogram", args.histogram), ("--since", args.since), ("--step", args.step),
+        for flag, value in (("--histogram", args.histogram), ("--since", args.since),
                             ("--measured-at", args.measured_at), ("--selector", args.selector or None)):
             if value is not None:
                 raise _UsageError(f"argument {flag}: applies to --prometheus only")
+    if args.prometheus is None and args.k6 is None and args.timeseries is None:
+        if args.step is not None:
+            raise _UsageError("argument --step: applies to --prometheus, --timeseries and --k6 only")
     for flag, value in (("--slices", args.slices), ("--admission", args.admission),
                         ("--slice-delay", args.slice_delay)):
         if value is not None and args.discipline != "rr":
@@ -190,7 +232,7 @@ def _fit_record(args: argparse.Namespace, res, fit, source: dict, notes: list) -
     if isinstance(fit.delay_, Service):
         delay = {"kind": "lognormal", "mean_s": float(fit.delay_.mean), "scv": float(fit.delay_.scv)}
     elif fit.delay_ is not None:
-        delay = {"kind": "constant" if args.delay == "constant" else "fixed", "seconds": float(fit.delay_)}
+        delay = {"kind": "constant" if args.delay in ("constant", "auto") else "fixed", "seconds": float(fit.delay_)}
     else:
         delay = None
     if "le" in fit.comparison_.columns:      # histograms: share of requests above each bound
@@ -206,8 +248,8 @@ def _fit_record(args: argparse.Namespace, res, fit, source: dict, notes: list) -
     ceiling, warn_lines = _fit_ceiling(args, fit), notes + list(res.warnings_)
     if isinstance(ceiling, str):
         warn_lines, ceiling = warn_lines + [ceiling], None
-    return {"command": "fit", "source": source, "model": fit.model, "discipline": args.discipline,
-            "family": args.family, "servers": args.servers,
+    return {"command": "fit", "source": source, "model": fit.model, "discipline": fit.discipline,
+            "family": fit.family, "servers": args.servers,
             "slices": None if fit.slices_ is None else int(fit.slices_),
             "admission": fit.admission_, "slice_delay_s": fit.slice_delay_,
             "cpu_per_request_s": float(fit.cpu_per_request_),
@@ -215,7 +257,18 @@ def _fit_record(args: argparse.Namespace, res, fit, source: dict, notes: list) -
             "scv": float(fit.scv_), "delay": delay, "capacity_qps": float(fit.capacity_qps_),
             "confidence": fit.confidence_level, "parameters": params, "comparison": comparison,
             "fit_quality": {k: float(v) for k, v in fit.fit_quality_.items()}, "ceiling": ceiling,
+            "candidates": _candidates(fit),
             "warnings": warn_lines, "result": res.to_dict()}
+
+
+def _candidates(fit) -> list | None:
+    table = getattr(fit, "candidates_", None)
+    if table is None:
+        return None
+    return [{"discipline": r["discipline"], "family": r["family"], "delay": r["delay"],
+             "cpu_per_request_s": float(r["cpu_per_request"]), "scv": float(r["scv"]),
+             "delta_qaic": float(r["delta_qaic"]), "weight": float(r["weight"]),
+             "rms_log_time_miss": float(r["rms_log_time_miss"])} for _, r in table.iterrows()]
 
 
 def _fit_ceiling(args: argparse.Namespace, fit) -> dict | str | None:
@@ -246,10 +299,22 @@ def _fit_table(args: argparse.Namespace, fit, data: dict) -> str:
     elif source["kind"].startswith("prometheus"):
         where = source.get("url", args.prometheus)
         head = f"from {where} ({source['windows']} windows of {_ms(source['step'])})"
+    elif source["kind"] == "k6":
+        head = f"from {args.k6} ({source['points']} requests, {source['windows']} windows of {_ms(source['window'])})"
+    elif source["kind"] == "timeseries":
+        head = f"from {args.timeseries} ({source['rows_used']} of {source['rows']} rows)"
     else:
         head = (f"from {args.log} ({source['requests']} requests, {source['load_bins']} load bins, "
                 f"{source['timing']})")
-    lines = [f"Fit: {fit.model}; {head}, {args.servers} server{'s' if args.servers != 1 else ''}", "",
+    lines = [f"Fit: {fit.model}; {head}, {args.servers} server{'s' if args.servers != 1 else ''}"]
+    chosen = data.get("candidates")
+    if chosen:
+        runner = next((c for c in chosen[1:] if (c["discipline"], c["family"]) != (chosen[0]["discipline"],
+                                                                                 chosen[0]["family"])), chosen[1])
+        lines.append(f"model chosen from the data (smallest QAIC of {len(chosen)} candidates); next other model: "
+                     f"{runner['discipline']} {runner['family']}, delay {runner['delay']}, "
+                     f"{runner['delta_qaic']:.1f} QAIC behind (--json lists all)")
+    lines += ["",
              f"{'parameter':<20}{'estimate':>12}  {level + ' interval':<24}note"]
     labels = {"cpu_per_request": "CPU per request", "capacity_qps": "capacity (100% CPU)"}
     for name, p in params.items():

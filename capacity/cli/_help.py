@@ -81,6 +81,8 @@ examples:
   capacity fit --prometheus http://localhost:9090 --histogram http_request_duration_seconds \
       --selector 'job="api"' --since 24h --step 5min --slo p99=500ms  # a day of a histogram + CPU
   capacity fit --prometheus buckets.json --discipline fcfs           # a saved query_range answer
+  capacity fit --timeseries grafana.csv --slo p99=500ms              # qps, cpu_percent, p50_ms, p99_ms, ...
+  capacity fit --k6 run.json --step 1min                             # k6 run --out json=run.json
 
 Percentiles are pQ=TIME pairs (p50, p99, p99.9; 0.999=2s also works; p999 is ambiguous and
 refused). The default model (ps, lognormal) is slow to fit (10 s to 2 min);

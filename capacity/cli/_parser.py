@@ -196,6 +196,11 @@ def _add_fit(sub) -> None:
     fi.add_argument("--prometheus", default=None, metavar="URL|FILE",
                     help="fit a Prometheus histogram: a server's address (with --histogram) or a saved "
                          "query_range answer of its bucket increases")
+    fi.add_argument("--timeseries", default=None, metavar="FILE",
+                    help="fit a dashboard export (CSV: time, qps, cpu_percent, p50_ms, p99_ms, ...; units "
+                         "from the column names)")
+    fi.add_argument("--k6", default=None, metavar="FILE",
+                    help="fit a k6 run's --out json file (http_req_duration, per --step window, default 1min)")
     fi.add_argument("--histogram", default=None, metavar="NAME",
                     help="with --prometheus URL: the histogram's metric name, without _bucket")
     fi.add_argument("--selector", default="", metavar="LABELS",
@@ -220,9 +225,10 @@ def _add_fit(sub) -> None:
     fi.add_argument("--bins", type=_count, default=None, metavar="N",
                     help="with --log: load bins fitted jointly (default 4)")
     fi.add_argument("--servers", type=_count, default=1, metavar="N", help="cores or worker processes (default 1)")
-    fi.add_argument("--discipline", choices=("ps", "fcfs", "rr"), default="ps",
-                    help="ps: event loop / time-sliced CPU (default); fcfs: blocking worker pool; "
-                         "rr: round robin with --slices time slices per request")
+    fi.add_argument("--discipline", choices=("ps", "fcfs", "rr"), default=None,
+                    help="ps: event loop / time-sliced CPU; fcfs: blocking worker pool; rr: round robin "
+                         "with --slices time slices per request (default: chosen from the data with "
+                         "--prometheus and --k6, else ps)")
     fi.add_argument("--slices", type=_slices, default=None, metavar="K",
                     help="with --discipline rr: time slices per request, or 'fit' (default: fit)")
     fi.add_argument("--admission", choices=("fifo", "idle"), default=None,
@@ -232,13 +238,15 @@ def _add_fit(sub) -> None:
     fi.add_argument("--slice-delay", type=_time_or_zero, default=None, metavar="TIME",
                     help="with --discipline rr: non-CPU wait between two slices of a request, held "
                          "fixed, e.g. 1.1ms for await setTimeout(0) on Node.js")
-    fi.add_argument("--family", choices=_FIT_FAMILIES, default="lognormal",
-                    help="distribution family of the CPU time (default lognormal)")
+    fi.add_argument("--family", choices=_FIT_FAMILIES, default=None,
+                    help="distribution family of the CPU time (default: chosen from the data with "
+                         "--prometheus and --k6, else lognormal)")
     fi.add_argument("--cpu-util", type=_util, default=None, metavar="F",
                     help="measured CPU busy share of the servers, e.g. 20%% (pins the mean by the "
                          "utilisation law)")
     fi.add_argument("--delay", type=_delay, default=None, metavar="constant|lognormal|TIME",
-                    help="non-CPU latency (IO, database) to fit alongside, or a fixed time like 5ms")
+                    help="non-CPU latency (IO, database) to fit alongside, or a fixed time like 5ms "
+                         "(default: none; with --prometheus and --k6 chosen from the data)")
     fi.add_argument("--requests", type=_count, default=None, metavar="N",
                     help="requests behind the percentiles; enables confidence intervals")
     fi.add_argument("--slo", type=_slo, default=None, metavar="pQ=TIME,...",

@@ -17,6 +17,7 @@ robust lines), ``_intervals`` (delta method, profile, Gauss-Newton, bootstrap),
 """
 from ._result import FitResult
 from .histograms import HistogramFit, from_histograms
+from .k6 import from_k6
 from .loadtest import LoadTestFit, from_loadtest
 from .percentiles import PercentileFit, Prediction, from_percentiles
 from .prometheus import from_prometheus, from_prometheus_json
@@ -33,6 +34,7 @@ __all__ = [
     "RequestsFit",
     "UtilizationFit",
     "from_histograms",
+    "from_k6",
     "from_loadtest",
     "from_percentiles",
     "from_prometheus",

@@ -240,24 +240,28 @@ class _BucketModel:
         lt = self.log_t(params)                                   # (K, W, L), increasing in L
         d = self.data
         shift = params.get("delay", np.zeros(params["mean"].shape))[:, None]
-        cdf = np.ones((lt.shape[0], d.upper.size))
-        low = np.zeros_like(cdf)
-        for bound, out in ((d.upper, cdf), (d.lower, low)):
-            t = bound[None, :] - shift                             # (K, B)
-            finite = np.isfinite(t) & (t > 0)
-            nodes = lt[:, d.window, :]                             # (K, B, L)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                target = np.log(np.where(finite, t, 1.0))
-            # Piecewise-linear z(log t) through the nodes, extended by the end segments.
-            j = np.clip(np.sum(nodes <= target[..., None], axis=-1) - 1, 0, _Z.size - 2)
-            x0 = np.take_along_axis(nodes, j[..., None], -1)[..., 0]
-            x1 = np.take_along_axis(nodes, (j + 1)[..., None], -1)[..., 0]
-            with np.errstate(divide="ignore", invalid="ignore"):
-                z = _Z[j] + (_Z[j + 1] - _Z[j]) * (target - x0) / (x1 - x0)
-            z = np.where(np.isfinite(z), z, np.where(target > x1, np.inf, -np.inf))
-            with np.errstate(over="ignore"):
-                value = -np.expm1(-np.exp(np.minimum(z, 700.0)))
-            out[...] = np.where(np.isinf(t) & (t > 0), 1.0, np.where(finite, value, 0.0))
+        t = d.upper[None, :] - shift                                # (K, B)
+        finite = np.isfinite(t) & (t > 0)
+        # Per window, where each bound falls among that window's nodes: the L nodes are compared
+        # in a loop over L (not a (K, B, L) array), which keeps memory at a few (K, B) arrays.
+        with np.errstate(divide="ignore", invalid="ignore"):
+            target = np.log(np.where(finite, t, 1.0))
+        nodes = lt[:, d.window, :]                                  # (K, B, L) view-like gather
+        j = np.zeros(target.shape, dtype=np.int64)
+        for level in range(1, _Z.size - 1):
+            j += nodes[..., level] <= target
+        x0 = np.take_along_axis(nodes, j[..., None], -1)[..., 0]
+        x1 = np.take_along_axis(nodes, (j + 1)[..., None], -1)[..., 0]
+        # Piecewise-linear z(log t) through the nodes, extended by the end segments.
+        with np.errstate(divide="ignore", invalid="ignore"):
+            z = _Z[j] + (_Z[j + 1] - _Z[j]) * (target - x0) / (x1 - x0)
+        z = np.where(np.isfinite(z), z, np.where(target > x1, np.inf, -np.inf))
+        with np.errstate(over="ignore"):
+            value = -np.expm1(-np.exp(np.minimum(z, 700.0)))
+        cdf = np.where(np.isinf(t) & (t > 0), 1.0, np.where(finite, value, 0.0))
+        # A bucket's lower bound is the previous bucket's upper bound within its window.
+        first = np.r_[True, d.window[1:] != d.window[:-1]]
+        low = np.where(first[None, :], 0.0, np.concatenate([np.zeros((cdf.shape[0], 1)), cdf[:, :-1]], axis=1))
         unstable = ~np.all(np.isfinite(lt), axis=(1, 2))
         p = np.maximum(cdf - low, 0.0)
         p[unstable] = np.nan
