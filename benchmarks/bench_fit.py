@@ -109,6 +109,7 @@ def main() -> None:
 
     slow_models()
     distribution_fits()
+    histogram_fits()
     utilization_fit()
 
 
@@ -148,6 +149,35 @@ def distribution_fits() -> None:
     ms, res = best_ms(lambda: from_percentiles(four, 4 * LAM, servers=4, family="lognormal"), 1)
     print(f"  whole fit, PS lognormal on 4 cores (fit cache cold): {ms / 1e3:.1f} s, "
           f"scv = {res.scv_:.3f}, {res.n_function_evaluations_} evaluations")
+
+
+def histogram_fits() -> None:
+    """from_histograms on a day of 24 windows (Prometheus default buckets, counts of the exact
+    PS model): one fit of a given model and the default model selection (8 candidates); the
+    baseline is the same bucket probabilities from ps.response_sf directly (what the fit would
+    cost without reading the model's distribution from its quantile tables), one evaluation."""
+    from capacity.fit import from_histograms
+    from capacity.fit.histograms import _BucketModel, _parse_windows
+    from capacity.fit._model import QueueModel
+
+    svc = Service.lognormal(0.02, 2.0)
+    le = [0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0]
+    rates = np.linspace(3.0, 33.0, 24)
+    below = 1.0 - np.asarray(ps.response_sf(le, rates[:, None], svc))
+    windows = [{"bounds": le, "counts": 3600 * r * np.diff(np.r_[0.0, b, 1.0]), "arrival_rate": r}
+               for r, b in zip(rates, below)]
+    print("\nfrom_histograms, 24 windows x 15 buckets (exact PS lognormal counts)")
+    ms_one, fit = best_ms(lambda: from_histograms(windows, discipline="ps", family="lognormal", delay=None), 3)
+    ms_all, sel = best_ms(lambda: from_histograms(windows), 3)
+    data = _parse_windows(windows, 1)
+    bm = _BucketModel(QueueModel("ps", "lognormal"), data, "client", ["log_mean", "log_scv"], None, None, None, 0.1)
+    theta = np.log([[0.02, 2.0]])
+    ms_eval, _ = best_ms(lambda: bm.probabilities(theta), 5)
+    ms_direct, _ = best_ms(lambda: ps.response_sf(le, rates[:, None], svc), 1)
+    print(f"  one model (PS lognormal)        {ms_one:9.1f} ms   {fit.n_function_evaluations_} evaluations")
+    print(f"  model selection (8 candidates)  {ms_all:9.1f} ms   chose {sel.discipline} {sel.family}")
+    print(f"  one evaluation: from the tables {ms_eval:9.2f} ms, ps.response_sf directly {ms_direct:9.1f} ms;"
+          f" ratio {ms_direct / ms_eval:.0f}x")
 
 
 def utilization_fit() -> None:
