@@ -189,3 +189,18 @@ def test_the_recorded_day_fits_back_to_its_truth():
     assert fit.scv_ == pytest.approx(truth["scv"], rel=0.15)
     assert len(fit.windows_) == len(day["schedule"])
     assert fit.fit_quality_["rms_log_time_miss"] < 0.10
+
+
+def test_cpu_over_the_servers_is_not_used_and_said():
+    """Four Node workers under one selector read ~2.4 busy cores with servers=1: the CPU is not
+    used as the utilisation, and the warning says why and how to plan per worker."""
+    svc = Service.lognormal(0.02, 2.0)
+    rates = np.array([40.0, 80.0, 120.0])          # the cluster's total
+    le = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5]
+    below = np.array([1.0 - np.asarray(ps.response_sf(le, r / 4, svc)) for r in rates])
+    series = [({"le": repr(b)}, list(60 * rates * below[:, j])) for j, b in enumerate(le)]
+    series.append(({"le": "+Inf"}, list(60 * rates)))
+    with pytest.warns(FitWarning, match="Node.js cluster's workers are separate event loops"):
+        fit = from_prometheus_json(_answer(series), _answer([({}, list(rates * 0.02))]), measured_at="client",
+                                   discipline="ps", family="lognormal", delay=None)
+    assert not fit.summary.loc["cpu_per_request", "note"].startswith("from the utilisation law")

@@ -205,9 +205,12 @@ def _windows(bucket_result: list, cpu_result: list | None, step: float | None, s
             notes.append(f"the CPU series misses {len(windows) - len(have_cpu)} window(s): the CPU "
                          "utilisation is not used")
         elif peak > servers * 1.02:
-            notes.append(f"the process used up to {peak:.2f} cores of CPU with servers={servers} (threads "
-                         "beside the event loop: GC, JIT, a thread pool): the CPU utilisation is not used; "
-                         "give servers= the cores the requests run on if that is what it means")
+            notes.append(f"the CPU series reads up to {peak:.2f} busy cores with servers={servers}: the CPU "
+                         "utilisation is not used.  Threads beside the event loop (GC, JIT, a thread pool) "
+                         "can do that; so can several processes under one selector -- a Node.js cluster's "
+                         "workers are separate event loops: fit one worker (select its instance or pid) and "
+                         "plan per worker, or give servers= the workers to treat them as one pooled queue "
+                         "(optimistic: a balancer does not pool)")
         else:
             for w in have_cpu:
                 w["utilization"] = min(max(w["busy_cores"] / servers, 1e-9), 1.0)
