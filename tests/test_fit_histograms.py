@@ -257,3 +257,29 @@ def test_histogram_ceiling_checks_the_windows():
     c = wrong.ceiling(slo)
     assert c.qps < 30.0 and c.contradictions and "p99 (only" in c.contradictions[0]
     assert right.ceiling(slo).contradictions == ()
+
+
+def test_ceiling_with_an_interval():
+    """ceiling(slo, interval=0.9) is Prediction(Ceiling, low, high): the interval holds the
+    estimate and the exact model's ceiling (PS, 20 ms lognormal CPU of scv 1.5, p99 <= 400 ms);
+    a percentile fit without n_requests has NaN bounds and says why."""
+    from capacity.exceptions import IdentifiabilityWarning
+    from capacity.fit import Prediction, from_percentiles
+    from capacity.plan import qps_ceiling
+
+    svc = Service.lognormal(0.02, 1.5)
+    slo = {0.99: 0.4}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fit = from_histograms(_day(svc, "ps", seed=1000, rhos=(0.1, 0.2, 0.3, 0.4, 0.5, 0.6), horizon=1200.0))
+    got = fit.ceiling(slo, interval=0.9)
+    assert isinstance(got, Prediction)
+    truth = float(qps_ceiling(svc, 1, slo, discipline="ps").qps)
+    assert got.low <= float(got.estimate.qps) <= got.high
+    assert got.low <= truth <= got.high
+    assert (got.high - got.low) / float(got.estimate.qps) < 0.2
+    obs = dict(zip([0.5, 0.9, 0.99], fcfs.response_quantile([0.5, 0.9, 0.99], 20.0, svc)))
+    plain = from_percentiles(obs, 20.0, discipline="fcfs")
+    with pytest.warns(IdentifiabilityWarning, match="no ceiling interval"):
+        nan = plain.ceiling({0.99: 1.0}, interval=0.9)
+    assert math.isnan(nan.low) and math.isnan(nan.high) and nan.estimate.qps > 0

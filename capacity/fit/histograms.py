@@ -753,6 +753,10 @@ class _PredictionSpace:
 
     def __init__(self, bm: _BucketModel):
         self.bm = bm
+        self.model = bm.model
+
+    def unpack(self, theta: np.ndarray) -> dict:
+        return self.bm.unpack(theta)
 
     def quantiles_at(self, theta, q, lam, servers) -> np.ndarray:
         return self.bm.model.quantiles(self.bm.unpack(theta), q, lam, servers)

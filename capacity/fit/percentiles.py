@@ -165,20 +165,24 @@ class PercentileFit(FitResult):
                           f"utilisation near {min(asked, 0.95):.2f} would test it)",
                           IdentifiabilityWarning, stacklevel=3)
 
-    def ceiling(self, slo: Mapping[float, float]):
+    def ceiling(self, slo: Mapping[float, float], interval: float | None = None):
         """Highest request rate meeting ``slo`` ({q: seconds}), via :func:`capacity.plan.qps_ceiling`.
 
         Only for no delay or a constant delay (which shrinks each threshold).
+
+        With ``interval`` (a coverage such as 0.9) returns ``Prediction(estimate, low, high)``:
+        ``estimate`` the :class:`~capacity.plan.Ceiling` as without it, ``low`` and ``high``
+        the central range of the ceiling (QPS) over the parameter draws of :meth:`predict`
+        (and the candidate models by weight), each draw's ceiling from one vectorised
+        :func:`~capacity.plan.qps_ceiling`; a fitted constant delay is held at each model's
+        estimate (its spread is left out).  NaN bounds, with a warning, without a covariance.
 
         The answer is checked against the data the fit came from: where an observation at a
         higher rate than the ceiling already met the SLO, the ceiling contradicts the data,
         and ``contradictions`` and the explanation say so next to the number (which stays
         the model's: the observation is the lower bound to trust).
         """
-        import dataclasses
-
         from ..plan import qps_ceiling
-        from ..units import format_rate
 
         if isinstance(self.delay_, Service):
             raise NotImplementedError("ceiling() supports no delay or a constant delay; "
@@ -187,6 +191,47 @@ class PercentileFit(FitResult):
                  if self.discipline == "rr" else {})
         c = qps_ceiling(self.service_, self._servers_default, slo, discipline=self.discipline,
                         delay=float(self.delay_ or 0.0), **extra)
+        if interval is not None:
+            from ._inputs import check_confidence
+
+            check_confidence(interval)
+            return Prediction(self._checked_ceiling(c), *self._ceiling_bounds(c.slo, interval))
+        return self._checked_ceiling(c)
+
+    def _ceiling_bounds(self, slo: dict, interval: float) -> tuple[float, float]:
+        from ..plan import qps_ceiling
+
+        sets = self._draw_sets(self._N_DRAWS)
+        if not sets:
+            import warnings
+
+            from ..exceptions import IdentifiabilityWarning
+
+            warnings.warn("no ceiling interval: the fit has no covariance (give n_requests, the "
+                          "requests behind each set of percentiles)", IdentifiabilityWarning, stacklevel=3)
+            return math.nan, math.nan
+        rates = []
+        for space, thetas in sets:
+            model = space.model
+            params = space.unpack(thetas)
+            svc = make_service(model.family, params["mean"], params["scv"])
+            delay = float(np.median(params["delay"])) if "delay" in params else 0.0
+            extra = ({"slices": model.slices, "admission": model.admission, "slice_delay": model.slice_delay}
+                     if model.discipline == "rr" else {})
+            with np.errstate(all="ignore"):
+                got = qps_ceiling(svc, self._servers_default, slo, discipline=model.discipline, delay=delay,
+                                  **extra)
+            rates.append(np.atleast_1d(np.asarray(got.qps, dtype=float)))
+        allq = np.concatenate(rates)
+        tail = 0.5 * (1.0 - interval)
+        return float(np.quantile(allq, tail)), float(np.quantile(allq, 1.0 - tail))
+
+    def _checked_ceiling(self, c):
+        """The ceiling with what it contradicts in the data said next to it."""
+        import dataclasses
+
+        from ..units import format_rate
+
         if np.ndim(c.qps) != 0:
             return c
         held = self._slo_held(c.slo)
