@@ -184,22 +184,29 @@ def test_prediction_intervals_cover_the_truth():
     """Forty days (twenty of a PS, twenty of an FCFS queue, 20 ms lognormal CPU of scv 1.5,
     six windows of 20 minutes at utilisation 0.1-0.6): the 90 % interval of the p99 at
     utilisation 0.8 covers the exact value in at least 85 % of them (measured: 95 % and 85 %,
-    median width 8 % of the value).  The interval is the fit's parameter uncertainty
+    median width 8 % of the value); predict_mean's covers the exact mean in 33 of 40.  The interval is the fit's parameter uncertainty
     (window-clustered sandwich) mixed over the candidate models by their Akaike weights."""
     svc = Service.lognormal(0.02, 1.5)
-    hits, total = 0, 0
+    hits, mean_hits, total = 0, 0, 0
     for discipline, module in (("ps", ps), ("fcfs", fcfs)):
         truth = float(module.response_quantile(0.99, 40.0, svc))
+        mean_truth = float(module.mean_response(40.0, svc))
         for trial in range(20):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 fit = from_histograms(_day(svc, discipline, seed=1000 + 37 * trial,
                                            rhos=(0.1, 0.2, 0.3, 0.4, 0.5, 0.6), horizon=1200.0))
                 pred = fit.predict(0.99, 40.0, interval=0.9)
+                mean = fit.predict_mean(40.0, interval=0.9)
             assert pred.low <= pred.estimate <= pred.high
             hits += pred.low <= truth <= pred.high
+            mean_hits += mean.low <= mean_truth <= mean.high
             total += 1
     assert hits >= 0.85 * total, (hits, total)
+    # The mean's interval undercovers a little (measured 33 of 40): with six windows the sandwich
+    # is itself uncertain.  The bound catches an interval that ignores the window scatter (the
+    # Fisher information alone covered 40-75 % for the p99).
+    assert mean_hits >= 0.75 * total, (mean_hits, total)
 
 
 def test_prediction_type_and_extrapolation_warning():

@@ -117,6 +117,61 @@ class PercentileFit(FitResult):
         pick = (lambda a: a.reshape(shape).item() if not shape else a.reshape(shape))
         return Prediction(out.item() if out.ndim == 0 else out, pick(low), pick(high))
 
+    def predict_mean(self, arrival_rate: ArrayLike, servers: ArrayLike | None = None,
+                     interval: float | None = None):
+        """Model mean response time at ``arrival_rate`` (req/s), seconds, the fitted delay included
+        (``fcfs``/``ps``/``rr`` ``mean_response`` of the fitted service); ``inf`` where unstable.
+
+        With ``interval``: ``Prediction(estimate, low, high)`` over the same parameter draws and
+        candidate models as :meth:`predict`.
+        """
+        lam = check_positive(arrival_rate, "arrival_rate")
+        srv = check_servers(self._servers_default if servers is None else servers, "servers")
+        shape = np.broadcast_shapes(lam.shape, srv.shape)
+        lb, sb = (np.broadcast_to(a, shape).ravel() for a in (lam, srv))
+        est = self._mean_at(self._space, self._theta[None, :], lb, sb)[0].reshape(shape)
+        pick = (lambda a: a.reshape(shape).item() if not shape else a.reshape(shape))
+        if interval is None:
+            return pick(est)
+        from ._inputs import check_confidence
+
+        check_confidence(interval)
+        self._warn_extrapolation(lb, sb)
+        sets = self._draw_sets(self._N_DRAWS)
+        if not sets:
+            import warnings
+
+            from ..exceptions import IdentifiabilityWarning
+
+            warnings.warn("no prediction interval: the fit has no covariance (give n_requests, the "
+                          "requests behind each set of percentiles)", IdentifiabilityWarning, stacklevel=2)
+            nan = np.full(lb.shape, np.nan)
+            return Prediction(pick(est), pick(nan), pick(nan))
+        allx = np.concatenate([self._mean_at(space, thetas, lb, sb) for space, thetas in sets], axis=0)
+        tail = 0.5 * (1.0 - interval)
+        return Prediction(pick(est), pick(np.quantile(allx, tail, axis=0)), pick(np.quantile(allx, 1 - tail, axis=0)))
+
+    @staticmethod
+    def _mean_at(space, thetas: np.ndarray, lam: np.ndarray, servers: np.ndarray) -> np.ndarray:
+        """Mean response (K, N) for K parameter vectors of one model at N (rate, servers)."""
+        from .. import fcfs, ps, rr
+
+        model = space.model
+        params = space.unpack(thetas)
+        svc = make_service(model.family, params["mean"][:, None], params["scv"][:, None])
+        with np.errstate(all="ignore"):
+            if model.discipline == "rr":
+                t = rr.mean_response(lam, svc, servers, slices=model.slices, slice_delay=model.slice_delay,
+                                     admission=model.admission)
+            else:
+                t = (fcfs if model.discipline == "fcfs" else ps).mean_response(lam, svc, servers)
+        t = np.asarray(t, dtype=float)
+        if "delay" in params:
+            t = t + params["delay"][:, None]
+        elif "delay_mean" in params:
+            t = t + params["delay_mean"][:, None]
+        return np.where(np.isfinite(t), t, np.inf)
+
     _N_DRAWS = 400
 
     def _draw_sets(self, n: int) -> list:
