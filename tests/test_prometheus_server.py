@@ -1,0 +1,83 @@
+"""A real Node.js server instrumented with prom-client, scraped by a real Prometheus, fitted
+through the HTTP API with nothing given but the address, the metric and the time range.
+
+The validation server (``validation/server``, ``--metrics``) times each request in its Koa
+middleware into ``http_request_duration_fine_seconds`` and exports prom-client's process metrics;
+the open-loop generator (``validation/loadgen``) sends Poisson load to the blocking 5 ms
+handler at about 20 % and then 50 % CPU.  In-process, a blocking handler's time is its CPU
+time whatever the load (the queue is in front of the middleware), so the fit must choose the
+blocking (FCFS) model and read the CPU per request off ``process_cpu_seconds_total``.
+
+Skips with the reason where Node.js, the server's npm packages or Prometheus are absent.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import pathlib
+import shutil
+import subprocess
+import time
+import warnings
+
+import pytest
+
+from capacity.fit import from_prometheus
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+SERVER = ROOT / "validation" / "server"
+LOADGEN = ROOT / "validation" / "loadgen" / "loadgen.js"
+PHASES = ((40.0, 16.0), (100.0, 16.0))     # (req/s, seconds): 5 ms handler at ~20 % and ~50 % CPU
+LEAD = 4.0                                  # seconds of load before the first and after the last window
+
+
+def _harness():
+    spec = importlib.util.spec_from_file_location("prometheus_harness", ROOT / "tools" / "prometheus_harness.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="module")
+def scraped_server():
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("Node.js (node) is not on PATH")
+    if not (SERVER / "node_modules" / "prom-client").is_dir():
+        pytest.skip("validation/server/node_modules lacks prom-client: run `npm ci --prefix validation/server`")
+    if shutil.which("prometheus") is None:
+        pytest.skip("the prometheus binary is not installed (Debian package 'prometheus'; .ci/run installs it)")
+    h = _harness()
+    server = subprocess.Popen([node, str(SERVER / "server.js"), "--metrics", "--port", "0", "--max-seconds", "300"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        port = json.loads(server.stdout.readline())["port"]
+        with h.run_prometheus([f"127.0.0.1:{port}"]) as url:
+            time.sleep(2.5)
+            start = time.time()
+            schedule = [(PHASES[0][0], LEAD + PHASES[0][1]), (PHASES[1][0], PHASES[1][1] + LEAD)]
+            for i, (rate, seconds) in enumerate(schedule):
+                subprocess.run([node, str(LOADGEN), "--port", str(port), "--path", "/cpu?ms=5", "--rate", str(rate),
+                                "--duration", str(seconds), "--seed", str(7 + i), "--max-p99-lag-ms", "1e9",
+                                "--max-mean-lag-frac", "1e9", "--server-stats", "0"],
+                               check=True, capture_output=True, timeout=seconds + 60)
+            time.sleep(1.5)
+            yield url, start + LEAD
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+def test_blocking_handler_from_its_middleware_histogram(scraped_server):
+    url, t0 = scraped_server
+    end = t0 + sum(seconds for _, seconds in PHASES)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fit = from_prometheus(url, "http_request_duration_fine_seconds", start=t0, end=end, step=PHASES[0][1])
+    assert fit.measured_at == "in_process"
+    assert fit.discipline == "fcfs", fit.candidates_
+    # 5 ms of busy loop plus Node's, Koa's and prom-client's per-request CPU (and GC): 5-7 ms
+    assert 0.0045 < fit.cpu_per_request_ < 0.0075, fit.summary
+    assert fit.summary.loc["cpu_per_request", "note"].startswith("from the utilisation law")
+    rates = sorted(fit.windows_["arrival_rate"])
+    assert rates[0] == pytest.approx(PHASES[0][0], rel=0.2) and rates[-1] == pytest.approx(PHASES[1][0], rel=0.2)
