@@ -553,9 +553,13 @@ def _bounds(bm: _BucketModel, data: _Windows, opts) -> tuple[np.ndarray, np.ndar
                 a, b = scv_range("ps", opts.family) or (max(a, 0.05), min(b, 20.0))
             lo.append(math.log(a))
             hi.append(math.log(b))
-        else:  # delay, in units of t_ref: below the smallest finite bound
+        else:  # delay, in units of t_ref: no request was faster than it
+            # The smallest time seen lies in the first non-empty bucket of some window: the delay
+            # is below that bucket's upper bound (below its lower bound if that is above zero).
+            nonempty = (data.counts > 0) & np.isfinite(data.upper)
+            first = [data.upper[nonempty & (data.window == w)].min() for w in np.unique(data.window[nonempty])]
             lo.append(0.0)
-            hi.append(float(np.min(data.upper[np.isfinite(data.upper)])) / bm.t_ref)
+            hi.append(float(min(first)) / bm.t_ref if first else 1.0)
     return np.array(lo), np.array(hi)
 
 
@@ -704,6 +708,11 @@ def _result(bm: _BucketModel, data: _Windows, opts, theta, sol, lo_b, hi_b, mean
     if not sol["success"]:
         res._warn(FitWarning, f"the solver stopped after {res.n_function_evaluations_} evaluations without "
                               "converging (raise max_nfev)")
+    if not miss.size:
+        res._warn(FitWarning, f"the buckets are too coarse to judge the fit: no bucket bound has "
+                              f"{_MIN_TAIL_COUNT} requests on each side in any window (most requests fall in one "
+                              "bucket); the model is checked only by the bucket counts, and a histogram with "
+                              "finer buckets around the typical latency would test it")
     if rms_miss > _MAX_RMS:
         worst = int(np.argmax(res.windows_["deviance"]))
         res._warn(FitWarning, f"the model misses the histograms: at the bucket bounds its times are "
