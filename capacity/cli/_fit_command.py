@@ -92,6 +92,15 @@ def _fit_log(args: argparse.Namespace):
     return res, res.fit_, source, notes
 
 
+def _refuse_rate_flags(args: argparse.Namespace, source: str) -> None:
+    """Flags of the percentile and log fits that a time-series source answers itself."""
+    for flag, value in (("--qps", args.qps), ("--cpu-util", args.cpu_util), ("--requests", args.requests),
+                        ("--bins", args.bins), ("--timing", args.timing), ("--format", args.format),
+                        ("--log-format", args.log_format)):
+        if value is not None:
+            raise _UsageError(f"argument {flag}: not used with {source} (its windows give the rates and counts)")
+
+
 def _fit_prometheus(args: argparse.Namespace):
     import os
     import time
@@ -99,12 +108,7 @@ def _fit_prometheus(args: argparse.Namespace):
     from ..exceptions import SourceError
     from ..fit import from_prometheus, from_prometheus_json
 
-    for flag, value in (("--qps", args.qps), ("--cpu-util", args.cpu_util), ("--requests", args.requests),
-                        ("--bins", args.bins), ("--timing", args.timing), ("--format", args.format),
-                        ("--log-format", args.log_format)):
-        if value is not None:
-            raise _UsageError(f"argument {flag}: not used with --prometheus (the histogram gives the "
-                              "rates and counts)")
+    _refuse_rate_flags(args, "--prometheus")
     if args.slices == "fit":
         raise _UsageError("argument --slices: give a number with --prometheus (profiling is for percentiles)")
     if args.delay == "lognormal":
@@ -141,12 +145,7 @@ def _fit_file_source(args: argparse.Namespace):
     """--timeseries FILE (a dashboard export) or --k6 FILE (a k6 JSON run)."""
     from ..fit import from_k6, from_timeseries
 
-    for flag, value in (("--qps", args.qps), ("--cpu-util", args.cpu_util), ("--requests", args.requests),
-                        ("--bins", args.bins), ("--timing", args.timing), ("--format", args.format),
-                        ("--log-format", args.log_format)):
-        if value is not None:
-            raise _UsageError(f"argument {flag}: not used with {'--k6' if args.k6 else '--timeseries'} "
-                              "(the file gives the rates)")
+    _refuse_rate_flags(args, "--k6" if args.k6 else "--timeseries")
     rr = {"slices": args.slices, "admission": args.admission or "fifo",
           "slice_delay": args.slice_delay or 0.0} if args.discipline == "rr" else {}
     if args.k6 is not None:
