@@ -91,6 +91,38 @@ def from_k6(path, window: float = 60.0, servers: int = 1, *, metric: str = "http
     window = float(window)
     if not (math.isfinite(window) and window > 0):
         raise ValueError(f"window must be positive seconds, got {window!r}")
+    counts, scale, points, bad, examples = _read_points(path, window, metric)
+    if scale is None:
+        raise ValueError(f"{os.fspath(path)!r} has no Metric line for {metric!r}: not k6 JSON output "
+                         "(k6 run --out json=FILE), or another metric name (metric=...)")
+    if not counts:
+        raise ValueError(f"{os.fspath(path)!r} has no usable {metric} point")
+    last = max(counts)
+    windows = []
+    for key in sorted(counts):
+        if key == last and len(counts) > 1:
+            continue          # the partial last window would understate the rate
+        row = counts[key]
+        windows.append({"bounds": _EDGES, "counts": row, "arrival_rate": float(row.sum()) / window})
+    notes = []
+    if bad:
+        notes.append(f"{bad} line(s) skipped as not k6 JSON or without a time or value (first at line(s) "
+                     f"{examples})")
+    if len(counts) > 1:
+        notes.append(f"the last window ({int(counts[last].sum())} points) was partial and left out")
+    for note in notes:
+        warnings.warn(note, FitWarning, stacklevel=2)
+    fit = from_histograms(windows, servers, measured_at=measured_at, **options)
+    fit.source_ = {"kind": "k6", "path": os.fspath(path), "metric": metric, "points": points,
+                   "windows": len(windows), "window": window, "lines_skipped": bad}
+    for note in notes:
+        fit._warn(FitWarning, note)
+    fit._pending = []
+    return fit
+
+
+def _read_points(path, window: float, metric: str):
+    """Stream the file: (per-window bin counts, unit scale or None, points, bad lines, examples)."""
     counts: dict[int, np.ndarray] = {}
     scale = None
     bad, points, examples = 0, 0, []
@@ -165,30 +197,4 @@ def from_k6(path, window: float = 60.0, servers: int = 1, *, metric: str = "http
         except UnicodeDecodeError:
             raise ValueError(f"{os.fspath(path)!r} is not UTF-8 text: a binary or compressed file? "
                              "(name a gzip file .gz)") from None
-    if scale is None:
-        raise ValueError(f"{os.fspath(path)!r} has no Metric line for {metric!r}: not k6 JSON output "
-                         "(k6 run --out json=FILE), or another metric name (metric=...)")
-    if not counts:
-        raise ValueError(f"{os.fspath(path)!r} has no usable {metric} point")
-    last = max(counts)
-    windows = []
-    for key in sorted(counts):
-        if key == last and len(counts) > 1:
-            continue          # the partial last window would understate the rate
-        row = counts[key]
-        windows.append({"bounds": _EDGES, "counts": row, "arrival_rate": float(row.sum()) / window})
-    notes = []
-    if bad:
-        notes.append(f"{bad} line(s) skipped as not k6 JSON or without a time or value (first at line(s) "
-                     f"{examples})")
-    if len(counts) > 1:
-        notes.append(f"the last window ({int(counts[last].sum())} points) was partial and left out")
-    for note in notes:
-        warnings.warn(note, FitWarning, stacklevel=2)
-    fit = from_histograms(windows, servers, measured_at=measured_at, **options)
-    fit.source_ = {"kind": "k6", "path": os.fspath(path), "metric": metric, "points": points,
-                   "windows": len(windows), "window": window, "lines_skipped": bad}
-    for note in notes:
-        fit._warn(FitWarning, note)
-    fit._pending = []
-    return fit
+    return counts, scale, points, bad, examples
