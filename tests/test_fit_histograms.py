@@ -182,10 +182,13 @@ def test_the_discipline_is_chosen_from_the_data():
 
 def test_prediction_intervals_cover_the_truth():
     """Forty days (twenty of a PS, twenty of an FCFS queue, 20 ms lognormal CPU of scv 1.5,
-    six windows of 20 minutes at utilisation 0.1-0.6): the 90 % interval of the p99 at
-    utilisation 0.8 covers the exact value in at least 85 % of them (measured: 95 % and 85 %,
-    median width 8 % of the value); predict_mean's covers the exact mean in 33 of 40.  The interval is the fit's parameter uncertainty
-    (window-clustered sandwich) mixed over the candidate models by their Akaike weights."""
+    six windows of 20 minutes at utilisation 0.1-0.6): the 90 % intervals of the p99 and of the
+    mean at utilisation 0.8 cover the exact values in at least 85 % of them.  Measured: 40 of 40
+    for both, median width 11-13 % of the value.  The interval is the fit's parameter uncertainty
+    (window-clustered sandwich), mixed over the candidate models by their Akaike weights, with the
+    fit's own miss of its data as a model error.  Without that model error the p99 intervals
+    covered 95 % (PS) and 85 % (FCFS), 8 % wide, and the mean's 33 of 40; with the Fisher
+    information alone, 75 % and 40 %."""
     svc = Service.lognormal(0.02, 1.5)
     hits, mean_hits, total = 0, 0, 0
     for discipline, module in (("ps", ps), ("fcfs", fcfs)):
@@ -203,10 +206,7 @@ def test_prediction_intervals_cover_the_truth():
             mean_hits += mean.low <= mean_truth <= mean.high
             total += 1
     assert hits >= 0.85 * total, (hits, total)
-    # The mean's interval undercovers a little (measured 33 of 40): with six windows the sandwich
-    # is itself uncertain.  The bound catches an interval that ignores the window scatter (the
-    # Fisher information alone covered 40-75 % for the p99).
-    assert mean_hits >= 0.75 * total, (mean_hits, total)
+    assert mean_hits >= 0.85 * total, (mean_hits, total)
 
 
 def test_prediction_type_and_extrapolation_warning():
@@ -223,8 +223,9 @@ def test_prediction_type_and_extrapolation_warning():
     with pytest.warns(IdentifiabilityWarning, match="extrapolating.*utilisation 0.8"):
         far = fit.predict(0.99, 40.0, interval=0.9)
     near = fit.predict(0.99, 15.0, interval=0.9)
-    # what the data cannot tell shows as width: from utilisation 0.3 data, 0.8 is less certain
-    assert (far.high - far.low) / far.estimate > 2 * (near.high - near.low) / near.estimate
+    # What the data cannot tell shows as width: from utilisation 0.3 data, 0.8 is less certain
+    # (measured: 12 % wide against 8 % at 0.38; the model-error part is the same at both).
+    assert (far.high - far.low) / far.estimate > 1.3 * (near.high - near.low) / near.estimate
     with pytest.raises(ValueError, match="confidence"):
         fit.predict(0.99, 10.0, interval=1.5)
 

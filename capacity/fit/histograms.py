@@ -90,6 +90,10 @@ class HistogramFit(PercentileFit):
                 out.append((float(rate), ", ".join(evidence)))
         return sorted(out, reverse=True)
 
+    def _model_error(self) -> float:
+        value = float(self.fit_quality_.get("rms_log_time_miss", 0.0))
+        return value if math.isfinite(value) else 0.0
+
     def _miss_text(self) -> str:
         return f"{100 * float(self.fit_quality_['rms_log_time_miss']):.0f} % in time at the bucket bounds"
 
