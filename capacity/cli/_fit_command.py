@@ -101,6 +101,15 @@ def _refuse_rate_flags(args: argparse.Namespace, source: str) -> None:
             raise _UsageError(f"argument {flag}: not used with {source} (its windows give the rates and counts)")
 
 
+def _model_options(args: argparse.Namespace, slices_default) -> dict:
+    """The model flags as fit options; the event-loop ones only for --discipline rr."""
+    options = dict(discipline=args.discipline, family=args.family, delay=args.delay)
+    if args.discipline == "rr":
+        options.update(slices=args.slices if args.slices is not None else slices_default,
+                       admission=args.admission or "fifo", slice_delay=args.slice_delay or 0.0)
+    return options
+
+
 def _fit_prometheus(args: argparse.Namespace):
     import os
     import time
@@ -113,11 +122,8 @@ def _fit_prometheus(args: argparse.Namespace):
         raise _UsageError("argument --slices: give a number with --prometheus (profiling is for percentiles)")
     if args.delay == "lognormal":
         raise _UsageError("argument --delay: lognormal is not available with --prometheus; use constant or a time")
-    options = dict(discipline=args.discipline, family=args.family, delay=args.delay,
-                   measured_at=args.measured_at or "in_process")
-    if args.discipline == "rr":
-        options.update(slices=args.slices or 1, admission=args.admission or "fifo",
-                       slice_delay=args.slice_delay or 0.0)
+    options = _model_options(args, slices_default=1)
+    options["measured_at"] = args.measured_at or "in_process"
     target = args.prometheus
     try:
         if target.startswith(("http://", "https://")):
@@ -146,18 +152,16 @@ def _fit_file_source(args: argparse.Namespace):
     from ..fit import from_k6, from_timeseries
 
     _refuse_rate_flags(args, "--k6" if args.k6 else "--timeseries")
-    rr = {"slices": args.slices, "admission": args.admission or "fifo",
-          "slice_delay": args.slice_delay or 0.0} if args.discipline == "rr" else {}
     if args.k6 is not None:
         if args.slices == "fit":
             raise _UsageError("argument --slices: give a number with --k6")
-        options = dict(discipline=args.discipline, family=args.family, delay=args.delay, **rr)
+        options = _model_options(args, slices_default=1)
         try:
             res = from_k6(args.k6, window=args.step or 60.0, servers=args.servers, **options)
         except ValueError as exc:
             raise _UsageError(f"argument --k6: {_one_line(exc)}") from None
     else:
-        options = dict(discipline=args.discipline, family=args.family, delay=args.delay, **rr)
+        options = _model_options(args, slices_default=None)     # None: from_percentiles profiles them
         try:
             res = from_timeseries(args.timeseries, servers=args.servers, window=args.step, **options)
         except ValueError as exc:

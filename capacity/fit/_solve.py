@@ -38,6 +38,7 @@ __all__ = [
     "solve_usl",
     "start",
     "theil_sen",
+    "unpack_parameters",
 ]
 
 RHO_MAX = 0.999           # upper bound of the utilisation at the busiest observation during the search
@@ -102,20 +103,8 @@ class SearchSpace:
 
     def unpack(self, theta: np.ndarray) -> dict:
         """Natural parameters from a (K, p) batch; each value has shape (K,)."""
-        K = theta.shape[0]
-        col = {n: theta[:, i] for i, n in enumerate(self.names)}
-        out = {}
-        out["mean"] = np.exp(col["log_mean"]) if "log_mean" in col else np.full(K, self.mean_fixed)
-        if self.model.family in TWO_PARAM:
-            out["scv"] = np.exp(col["log_scv"]) if "log_scv" in col else np.full(K, self.scv_fixed)
-        else:
-            out["scv"] = np.full(K, 1.0 if self.model.family == "exponential" else 0.0)
-        if self.model.delay == "constant":
-            out["delay"] = col["delay"] * self.t_ref if "delay" in col else np.full(K, self.delay_fixed)
-        elif self.model.delay == "lognormal":
-            out["delay_mean"] = np.exp(col["log_delay_mean"])
-            out["delay_scv"] = np.exp(col["log_delay_scv"])
-        return out
+        return unpack_parameters(theta, self.names, self.model, self.mean_fixed, self.scv_fixed,
+                                 self.delay_fixed, self.t_ref)
 
     def quantiles_at(self, theta, q, lam, servers) -> np.ndarray:
         """Model quantiles (K, N) of a batch of parameter vectors at (q, rate, servers)."""
@@ -139,6 +128,27 @@ class SearchSpace:
 
 
 # ---------------------------------------------------------------------- percentiles: starts
+def unpack_parameters(theta: np.ndarray, names: list[str], model: QueueModel, mean_fixed, scv_fixed,
+                      delay_fixed, t_ref: float) -> dict:
+    """The natural parameters (mean, scv, delay...) of a (K, p) batch of search vectors
+    (``log_mean``, ``log_scv``, ``delay`` in units of ``t_ref``...), each of shape (K,); what is
+    not searched is the held value (exponential: scv 1; deterministic: 0)."""
+    K = theta.shape[0]
+    col = {n: theta[:, i] for i, n in enumerate(names)}
+    out = {}
+    out["mean"] = np.exp(col["log_mean"]) if "log_mean" in col else np.full(K, mean_fixed)
+    if model.family in TWO_PARAM:
+        out["scv"] = np.exp(col["log_scv"]) if "log_scv" in col else np.full(K, scv_fixed)
+    else:
+        out["scv"] = np.full(K, 1.0 if model.family == "exponential" else 0.0)
+    if model.delay == "constant":
+        out["delay"] = col["delay"] * t_ref if "delay" in col else np.full(K, delay_fixed)
+    elif model.delay == "lognormal":
+        out["delay_mean"] = np.exp(col["log_delay_mean"])
+        out["delay_scv"] = np.exp(col["log_delay_scv"])
+    return out
+
+
 def start(space: SearchSpace) -> np.ndarray:
     """Closed-form two-moment start (Pollaczek-Khinchine or PS mean, lognormal response)."""
     # Response-time moments from a lognormal through the percentiles of the lightest observation.

@@ -13,13 +13,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
-from scipy import optimize, stats
+from scipy import optimize
 
-from .._checks import as_float_array, check_choice, check_servers
+from .._checks import as_float_array, check_choice, check_discipline, check_servers
 from ..exceptions import FitWarning, IdentifiabilityWarning
 from ._inputs import check_percentile_options
 from ._intervals import WaldIntervals
 from ._model import SCV_DOMAIN, TWO_PARAM, QueueModel, make_service
+from ._solve import unpack_parameters
 from .percentiles import PercentileFit
 
 __all__ = ["HistogramFit", "MEASURED_AT", "from_histograms"]
@@ -206,18 +207,13 @@ class _BucketModel:
                  mean_fixed: float | None, scv_fixed: float | None, delay_fixed: float | None, t_ref: float):
         self.model, self.data, self.measured_at, self.names = model, data, measured_at, names
         self.mean_fixed, self.scv_fixed, self.delay_fixed, self.t_ref = mean_fixed, scv_fixed, delay_fixed, t_ref
+        # The queue alone: a constant delay shifts the bounds instead (see probabilities).
+        self._queue = QueueModel(model.discipline, model.family, None, model.slices, model.admission,
+                                 model.slice_delay)
 
     def unpack(self, theta: np.ndarray) -> dict:
-        k = theta.shape[0]
-        col = {n: theta[:, i] for i, n in enumerate(self.names)}
-        fam = self.model.family
-        scv_default = {"exponential": 1.0, "deterministic": 0.0}.get(fam, 1.0)
-        out = {"mean": np.exp(col["log_mean"]) if "log_mean" in col else np.full(k, self.mean_fixed),
-               "scv": (np.exp(col["log_scv"]) if "log_scv" in col
-                       else np.full(k, scv_default if self.scv_fixed is None else self.scv_fixed))}
-        if self.model.delay == "constant":
-            out["delay"] = col["delay"] * self.t_ref if "delay" in col else np.full(k, self.delay_fixed)
-        return out
+        return unpack_parameters(theta, self.names, self.model, self.mean_fixed, self.scv_fixed,
+                                 self.delay_fixed, self.t_ref)
 
     def log_t(self, params: dict) -> np.ndarray:
         """log of the model's response (or in-process) time at the levels ``_Q``, shape (K, W, L)."""
@@ -232,9 +228,7 @@ class _BucketModel:
             q = np.tile(_Q, d.size)
             lam = np.repeat(d.lam, _Q.size)
             srv = np.repeat(d.servers, _Q.size)
-            no_delay = QueueModel(self.model.discipline, self.model.family, None, self.model.slices,
-                                  self.model.admission, self.model.slice_delay)
-            x = no_delay.quantiles(params, q, lam, srv).reshape(k, d.size, _Q.size)
+            x = self._queue.quantiles(params, q, lam, srv).reshape(k, d.size, _Q.size)
         with np.errstate(divide="ignore"):
             return np.log(np.maximum(x, 1e-300))
 
@@ -246,11 +240,10 @@ class _BucketModel:
         shift = params.get("delay", np.zeros(params["mean"].shape))[:, None]
         t = d.upper[None, :] - shift                                # (K, B)
         finite = np.isfinite(t) & (t > 0)
-        # Per window, where each bound falls among that window's nodes: the L nodes are compared
-        # in a loop over L (not a (K, B, L) array), which keeps memory at a few (K, B) arrays.
         with np.errstate(divide="ignore", invalid="ignore"):
             target = np.log(np.where(finite, t, 1.0))
-        nodes = lt[:, d.window, :]                                  # (K, B, L) view-like gather
+        nodes = lt[:, d.window, :]                                  # (K, B, L): each bucket's window
+        # The node below each bound, counted level by level (no (K, B, L) boolean array).
         j = np.zeros(target.shape, dtype=np.int64)
         for level in range(1, _Z.size - 1):
             j += nodes[..., level] <= target
@@ -393,11 +386,12 @@ def from_histograms(
     share, ``log(t_model(F_obs(b)) / b)``; an RMS above 10 % (the threshold of
     :func:`from_percentiles`) is a misfit.  ``G / df`` is reported as ``dispersion``.
 
-    Intervals: the Fisher information of the multinomial, ``J^T J`` of the deviance
-    residuals at the optimum (Gauss-Newton), inverted and scaled by the dispersion
-    ``max(1, G / df)``; Wald on the log scale.  Caveat: a queue's consecutive latencies are
-    positively correlated, so the counts carry less information than independent draws and
-    the intervals are optimistic, more so at high load.
+    Intervals (``summary``: Wald on the log scale): a queue's consecutive latencies are
+    positively correlated, so the counts carry less information than independent draws; the
+    covariance is the window-clustered sandwich, never below the Fisher information ``J^T J``
+    of the deviance residuals scaled by the dispersion ``max(1, G / df)`` (see
+    ``_covariance``).  Prediction intervals (``predict(..., interval=)``) add the candidate
+    models and the fit's own miss as a model error (:meth:`PercentileFit.predict`).
 
     Unlike Prometheus's ``histogram_quantile`` (linear interpolation inside a bucket, off by
     up to a bucket width), the fit never interpolates the data: it compares counts with the
@@ -430,8 +424,8 @@ def from_histograms(
     (0.02, 2.0)
     """
     measured_at = check_choice(measured_at, "measured_at", MEASURED_AT)
-    if discipline is not None and discipline not in ("ps", "fcfs", "rr"):
-        check_choice(discipline, "discipline", ("ps", "fcfs", "rr"))
+    if discipline is not None:
+        check_discipline(discipline)
     data = _parse_windows(windows, servers)
     auto_delay = isinstance(delay, str) and delay == "auto"
     candidates = []
@@ -447,6 +441,21 @@ def from_histograms(
     best = _select(fits, candidates) if len(fits) > 1 else fits[0]
     best._emit_warnings(stacklevel=3)
     return best
+
+
+def fit_source_windows(windows: list[dict], notes: list[str], source: dict, servers, measured_at: str,
+                       options: dict, stacklevel: int) -> HistogramFit:
+    """:func:`from_histograms` on the windows a reader made (Prometheus, k6): the reader's notes
+    (lines or windows it skipped, counter resets...) are warned first, at the user's call
+    (``stacklevel`` counted from here), and kept in ``warnings_``; ``source_`` says what was read."""
+    import warnings
+
+    for note in notes:
+        warnings.warn(note, FitWarning, stacklevel=stacklevel)
+    fit = from_histograms(windows, servers, measured_at=measured_at, **options)
+    fit.source_ = source
+    fit.warnings_.extend(notes)
+    return fit
 
 
 def _candidate_families(discipline: str) -> tuple[str, ...]:
@@ -630,7 +639,7 @@ def _result(bm: _BucketModel, data: _Windows, opts, theta, sol, lo_b, hi_b, mean
         + ("" if model.delay is None else f" + {model.delay} delay") + f" (histograms measured at the {measured_at})",
         confidence_level=opts.confidence, n_observations=data.size,
         method="maximum likelihood on the bucket counts (multinomial; scipy trust-region reflective); "
-               "Wald intervals from the Fisher information, scaled by the dispersion")
+               "Wald intervals from the window-clustered sandwich covariance")
     res.discipline, res.family, res.measured_at = model.discipline, model.family, measured_at
     res.servers = int(np.unique(data.servers)[0]) if np.unique(data.servers).size == 1 else data.servers
     res._servers_default = int(np.max(data.servers))
@@ -649,10 +658,10 @@ def _result(bm: _BucketModel, data: _Windows, opts, theta, sol, lo_b, hi_b, mean
     res.residuals_ = sol["fun"]
     res.n_function_evaluations_ = int(sol["nfev"])
 
-    # goodness of fit: the G statistic against the saturated model
+    # goodness of fit: the G statistic against the saturated model (reported as the dispersion
+    # G / df; its chi-square p-value would reject every model, see Notes)
     g = float(np.sum(sol["fun"] ** 2))
     df = int(np.sum(np.bincount(data.window) - 1)) - len(bm.names)
-    p_value = float(stats.chi2.sf(g, df)) if df > 0 else math.nan
     res.deviance_, res.degrees_of_freedom_ = g, df
     jac = np.asarray(sol["jac"])
     cov = None
@@ -700,7 +709,6 @@ def _result(bm: _BucketModel, data: _Windows, opts, theta, sol, lo_b, hi_b, mean
     res._set_quality("dispersion", g / df if df > 0 else math.nan)
     res._set_quality("deviance", g)
     res._set_quality("degrees_of_freedom", df)
-    res._set_quality("p_value", p_value)
     res._set_quality("n_windows", data.size)
     res._set_quality("n_requests", float(np.sum(data.n)))
     res._set_quality("max_utilization", float(np.max(util)))

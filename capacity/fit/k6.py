@@ -14,12 +14,10 @@ import json
 import math
 import os
 import re
-import warnings
 
 import numpy as np
 
-from ..exceptions import FitWarning
-from .histograms import HistogramFit, from_histograms
+from .histograms import HistogramFit, fit_source_windows
 
 __all__ = ["from_k6"]
 
@@ -110,15 +108,9 @@ def from_k6(path, window: float = 60.0, servers: int = 1, *, metric: str = "http
                      f"{examples})")
     if len(counts) > 1:
         notes.append(f"the last window ({int(counts[last].sum())} points) was partial and left out")
-    for note in notes:
-        warnings.warn(note, FitWarning, stacklevel=2)
-    fit = from_histograms(windows, servers, measured_at=measured_at, **options)
-    fit.source_ = {"kind": "k6", "path": os.fspath(path), "metric": metric, "points": points,
-                   "windows": len(windows), "window": window, "lines_skipped": bad}
-    for note in notes:
-        fit._warn(FitWarning, note)
-    fit._pending = []
-    return fit
+    source = {"kind": "k6", "path": os.fspath(path), "metric": metric, "points": points,
+              "windows": len(windows), "window": window, "lines_skipped": bad}
+    return fit_source_windows(windows, notes, source, servers, measured_at, options, stacklevel=3)
 
 
 def _read_points(path, window: float, metric: str):

@@ -116,7 +116,12 @@ class PercentileFit(FitResult):
             return out.item() if out.ndim == 0 else out
         check_confidence(interval)
         self._warn_extrapolation(lb, sb)
-        low, high = self._prediction_bounds(interval, qb, lb, sb)
+
+        def quantiles(space, thetas):
+            x = np.asarray(space.quantiles_at(thetas, qb, lb, sb), dtype=float)
+            return np.where(np.isfinite(x), x, np.inf)
+
+        low, high = self._interval_of(quantiles, interval, qb.shape, "prediction")
         pick = (lambda a: a.reshape(shape).item() if not shape else a.reshape(shape))
         return Prediction(out.item() if out.ndim == 0 else out, pick(low), pick(high))
 
@@ -140,20 +145,9 @@ class PercentileFit(FitResult):
 
         check_confidence(interval)
         self._warn_extrapolation(lb, sb)
-        sets = self._draw_sets(self._N_DRAWS)
-        if not sets:
-            import warnings
-
-            from ..exceptions import IdentifiabilityWarning
-
-            warnings.warn("no prediction interval: the fit has no covariance (give n_requests, the "
-                          "requests behind each set of percentiles)", IdentifiabilityWarning, stacklevel=2)
-            nan = np.full(lb.shape, np.nan)
-            return Prediction(pick(est), pick(nan), pick(nan))
-        allx = self._with_model_error(
-            np.concatenate([self._mean_at(space, thetas, lb, sb) for space, thetas in sets], axis=0))
-        tail = 0.5 * (1.0 - interval)
-        return Prediction(pick(est), pick(np.quantile(allx, tail, axis=0)), pick(np.quantile(allx, 1 - tail, axis=0)))
+        low, high = self._interval_of(lambda space, thetas: self._mean_at(space, thetas, lb, sb), interval,
+                                      lb.shape, "prediction")
+        return Prediction(pick(est), pick(low), pick(high))
 
     @staticmethod
     def _mean_at(space, thetas: np.ndarray, lam: np.ndarray, servers: np.ndarray) -> np.ndarray:
@@ -191,22 +185,25 @@ class PercentileFit(FitResult):
         root = v * np.sqrt(np.maximum(w, 0.0))
         return [(self._space, self._theta[None, :] + rng.standard_normal((n, self._theta.size)) @ root.T)]
 
-    def _prediction_bounds(self, interval: float, qb, lb, sb):
+    def _interval_of(self, evaluate, interval: float, shape: tuple, what: str, model_error: bool = True,
+                     stacklevel: int = 3):
+        """Central ``interval`` range of ``evaluate(space, thetas)`` (K draws x N points) over the
+        parameter draws of every model with weight, each value times the model error when asked;
+        NaN, with a warning naming what is missing, without a covariance."""
         sets = self._draw_sets(self._N_DRAWS)
         if not sets:
             import warnings
 
             from ..exceptions import IdentifiabilityWarning
 
-            warnings.warn("no prediction interval: the fit has no covariance (give n_requests, the "
-                          "requests behind each set of percentiles)", IdentifiabilityWarning, stacklevel=3)
-            return np.full(qb.shape, np.nan), np.full(qb.shape, np.nan)
-        preds = []
+            warnings.warn(f"no {what} interval: the fit has no covariance (give n_requests, the requests "
+                          "behind each set of percentiles)", IdentifiabilityWarning, stacklevel=stacklevel)
+            return np.full(shape, np.nan), np.full(shape, np.nan)
         with np.errstate(all="ignore"):
-            for space, thetas in sets:
-                x = np.asarray(space.quantiles_at(thetas, qb, lb, sb), dtype=float)
-                preds.append(np.where(np.isfinite(x), x, np.inf))
-        allx = self._with_model_error(np.concatenate(preds, axis=0))
+            allx = np.concatenate([np.asarray(evaluate(space, thetas), dtype=float) for space, thetas in sets],
+                                  axis=0)
+        if model_error:
+            allx = self._with_model_error(allx)
         tail = 0.5 * (1.0 - interval)
         return np.quantile(allx, tail, axis=0), np.quantile(allx, 1.0 - tail, axis=0)
 
@@ -276,30 +273,18 @@ class PercentileFit(FitResult):
     def _ceiling_bounds(self, slo: dict, interval: float) -> tuple[float, float]:
         from ..plan import qps_ceiling
 
-        sets = self._draw_sets(self._N_DRAWS)
-        if not sets:
-            import warnings
-
-            from ..exceptions import IdentifiabilityWarning
-
-            warnings.warn("no ceiling interval: the fit has no covariance (give n_requests, the "
-                          "requests behind each set of percentiles)", IdentifiabilityWarning, stacklevel=3)
-            return math.nan, math.nan
-        rates = []
-        for space, thetas in sets:
+        def ceilings(space, thetas):
             model = space.model
             params = space.unpack(thetas)
             svc = make_service(model.family, params["mean"], params["scv"])
             delay = float(np.median(params["delay"])) if "delay" in params else 0.0
             extra = ({"slices": model.slices, "admission": model.admission, "slice_delay": model.slice_delay}
                      if model.discipline == "rr" else {})
-            with np.errstate(all="ignore"):
-                got = qps_ceiling(svc, self._servers_default, slo, discipline=model.discipline, delay=delay,
-                                  **extra)
-            rates.append(np.atleast_1d(np.asarray(got.qps, dtype=float)))
-        allq = np.concatenate(rates)
-        tail = 0.5 * (1.0 - interval)
-        return float(np.quantile(allq, tail)), float(np.quantile(allq, 1.0 - tail))
+            got = qps_ceiling(svc, self._servers_default, slo, discipline=model.discipline, delay=delay, **extra)
+            return np.atleast_1d(np.asarray(got.qps, dtype=float))
+
+        low, high = self._interval_of(ceilings, interval, (), "ceiling", model_error=False, stacklevel=4)
+        return float(low), float(high)
 
     def _checked_ceiling(self, c):
         """The ceiling with what it contradicts in the data said next to it."""
@@ -309,19 +294,15 @@ class PercentileFit(FitResult):
 
         if np.ndim(c.qps) != 0:
             return c
-        held = self._slo_held(c.slo)
-        notes = []
-        for rate, evidence in held:
-            if rate > float(c.qps) * 1.001:
-                notes.append(f"this contradicts the data: at {format_rate(rate)} the observed {evidence} met the "
-                             f"SLO, so the service carries at least {format_rate(rate)}; the model misses its own "
-                             f"data (RMS error {self._miss_text()}) -- trust the observation, and fit another "
-                             "discipline, family or delay")
-                break
-        if not notes:
+        # The busiest observation that met the SLO, if it is above the ceiling.
+        rate, evidence = next(iter(self._slo_held(c.slo)), (0.0, ""))
+        if rate <= float(c.qps) * 1.001:
             return c
-        return dataclasses.replace(c, explanation=c.explanation + " " + notes[0][0].upper() + notes[0][1:] + ".",
-                                   contradictions=tuple(notes))
+        note = (f"this contradicts the data: at {format_rate(rate)} the observed {evidence} met the SLO, so the "
+                f"service carries at least {format_rate(rate)}; the model misses its own data (RMS error "
+                f"{self._miss_text()}) -- trust the observation, and fit another discipline, family or delay")
+        return dataclasses.replace(c, explanation=f"{c.explanation} {note[0].upper()}{note[1:]}.",
+                                   contradictions=(note,))
 
     def _slo_held(self, slo: dict) -> list[tuple[float, str]]:
         """(rate, what was seen) for each observation whose measured percentiles met every SLO

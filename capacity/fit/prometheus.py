@@ -17,15 +17,14 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-import warnings
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from .._checks import check_servers
-from ..exceptions import FitWarning, SourceError
-from .histograms import HistogramFit, from_histograms
+from ..exceptions import SourceError
+from .histograms import HistogramFit, fit_source_windows
 
 __all__ = ["MAX_POINTS", "from_prometheus", "from_prometheus_json"]
 
@@ -189,8 +188,7 @@ def _windows(bucket_result: list, cpu_result: list | None, step: float | None, s
             continue
         # Rates of different buckets come from separate series and may cross by round-off.
         cum = np.maximum.accumulate(np.maximum(row, 0.0))
-        record = {"buckets": dict(zip(les.tolist(), cum.tolist())), "arrival_rate": cum[-1] / step,
-                  "time": float(times[i])}
+        record = {"buckets": dict(zip(les.tolist(), cum.tolist())), "arrival_rate": cum[-1] / step}
         if np.isfinite(busy[i]):
             record["busy_cores"] = float(busy[i])
         windows.append(record)
@@ -201,8 +199,9 @@ def _windows(bucket_result: list, cpu_result: list | None, step: float | None, s
     have_cpu = [w for w in windows if "busy_cores" in w and w["arrival_rate"] > 0]
     if cpu_result is not None and have_cpu:
         peak = max(w["busy_cores"] for w in have_cpu)
-        if len(have_cpu) < sum(1 for w in windows if w["arrival_rate"] > 0):
-            notes.append(f"the CPU series misses {len(windows) - len(have_cpu)} window(s): the CPU "
+        busy_windows = sum(1 for w in windows if w["arrival_rate"] > 0)
+        if len(have_cpu) < busy_windows:
+            notes.append(f"the CPU series misses {busy_windows - len(have_cpu)} window(s): the CPU "
                          "utilisation is not used")
         elif peak > servers * 1.02:
             notes.append(f"the CPU series reads up to {peak:.2f} busy cores with servers={servers}: the CPU "
@@ -217,17 +216,10 @@ def _windows(bucket_result: list, cpu_result: list | None, step: float | None, s
     return windows, step, notes
 
 
-def _fit(windows: list[dict], notes: list[str], servers: int, measured_at: str, source: str,
+def _fit(windows: list[dict], notes: list[str], servers: int, measured_at: str, source: dict,
          options: dict) -> HistogramFit:
-    for note in notes:
-        warnings.warn(note, FitWarning, stacklevel=3)
     records = [{k: w[k] for k in ("buckets", "arrival_rate", "utilization") if k in w} for w in windows]
-    fit = from_histograms(records, servers, measured_at=measured_at, **options)
-    fit.source_ = source
-    for note in notes:
-        fit._warn(FitWarning, note)
-    fit._pending = []
-    return fit
+    return fit_source_windows(records, notes, source, servers, measured_at, options, stacklevel=4)
 
 
 # ---------------------------------------------------------------------- public
