@@ -590,16 +590,23 @@ def test_fit_prometheus_usage_errors(args, message):
 
 def test_fit_ceiling_that_contradicts_the_data_says_so():
     """The issue's report: a ceiling of 4.3 QPS printed as if fine although the observed p99 at
-    7.5 QPS met the SLO.  The number stays the model's; the line under it says it contradicts
-    the data, in the table and in --json."""
+    7.5 QPS met the SLO.  With the model that gave it (ps, lognormal, no delay) the number stays
+    the model's; the line under it says it contradicts the data, in the table and in --json.
+    With the model chosen from the data the ceiling is above 7.5 QPS, and the line under it says
+    that 55 % CPU at 7.5 QPS (73 ms per request) contradicts a 45 ms median."""
     args = ["fit", "p50=45ms,p90=120ms,p99=400ms", "--qps", "7.5", "--cpu-util", "55%", "--slo", "p99=500ms"]
-    out = run(*args)
+    held = ["--discipline", "ps", "--family", "lognormal", "--delay", "0"]
+    out = run(*args, *held)
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     at = next(i for i, line in enumerate(lines) if line.startswith("QPS ceiling"))
     assert lines[at + 1].startswith("  ! this contradicts the data: at 7.5 QPS the observed p99 400 ms met the SLO")
+    assert lines[at + 2].startswith("  ! the data contradict each other: the CPU utilisation implies 73.3 ms")
+    data = json.loads(run(*args, *held, "--json").stdout)
+    assert data["ceiling"]["qps"] < 7.5 and len(data["ceiling"]["contradictions"]) == 2
     data = json.loads(run(*args, "--json").stdout)
-    assert data["ceiling"]["qps"] < 7.5 and len(data["ceiling"]["contradictions"]) == 1
+    assert data["ceiling"]["qps"] > 7.5 and len(data["candidates"]) == 8
+    assert [n[:48] for n in data["ceiling"]["contradictions"]] == ["the data contradict each other: the CPU utilisat"]
 
 
 def test_fit_k6_and_timeseries_files(tmp_path):

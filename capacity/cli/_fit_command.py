@@ -170,13 +170,9 @@ def _fit_file_source(args: argparse.Namespace):
 
 
 def _cmd_fit(args: argparse.Namespace) -> tuple[dict, str]:
-    if args.prometheus is not None or args.k6 is not None:
-        # Histograms: what is not given is chosen from the data (from_histograms' candidates).
-        if args.delay is None:
-            args.delay = "auto"
-    else:
-        args.discipline = args.discipline or "ps"
-        args.family = args.family or "lognormal"
+    # What is not given is chosen from the data (the fits' candidates, compared by QAIC).
+    if args.delay is None:
+        args.delay = "auto"
     _check_fit_flags(args)
     with warnings.catch_warnings(record=True):
         # The fits record their caveats in warnings_; they are printed below as plain lines.
@@ -268,10 +264,11 @@ def _candidates(fit) -> list | None:
     table = getattr(fit, "candidates_", None)
     if table is None:
         return None
+    miss = table.columns[-1]        # the fit's own measure of its miss (rms_rel_error, rms_log_time_miss)
     return [{"discipline": r["discipline"], "family": r["family"], "delay": r["delay"],
              "cpu_per_request_s": float(r["cpu_per_request"]), "scv": float(r["scv"]),
              "delta_qaic": float(r["delta_qaic"]), "weight": float(r["weight"]),
-             "rms_log_time_miss": float(r["rms_log_time_miss"])} for _, r in table.iterrows()]
+             miss: float(r[miss])} for _, r in table.iterrows()]
 
 
 def _fit_ceiling(args: argparse.Namespace, fit) -> dict | str | None:

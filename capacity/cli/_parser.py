@@ -227,8 +227,8 @@ def _add_fit(sub) -> None:
     fi.add_argument("--servers", type=_count, default=1, metavar="N", help="cores or worker processes (default 1)")
     fi.add_argument("--discipline", choices=("ps", "fcfs", "rr"), default=None,
                     help="ps: event loop / time-sliced CPU; fcfs: blocking worker pool; rr: round robin "
-                         "with --slices time slices per request (default: chosen from the data with "
-                         "--prometheus and --k6, else ps)")
+                         "with --slices time slices per request (default: ps or fcfs, chosen from the "
+                         "data)")
     fi.add_argument("--slices", type=_slices, default=None, metavar="K",
                     help="with --discipline rr: time slices per request, or 'fit' (default: fit)")
     fi.add_argument("--admission", choices=("fifo", "idle"), default=None,
@@ -239,14 +239,14 @@ def _add_fit(sub) -> None:
                     help="with --discipline rr: non-CPU wait between two slices of a request, held "
                          "fixed, e.g. 1.1ms for await setTimeout(0) on Node.js")
     fi.add_argument("--family", choices=_FIT_FAMILIES, default=None,
-                    help="distribution family of the CPU time (default: chosen from the data with "
-                         "--prometheus and --k6, else lognormal)")
+                    help="distribution family of the CPU time (default: lognormal or gamma, chosen "
+                         "from the data)")
     fi.add_argument("--cpu-util", type=_util, default=None, metavar="F",
                     help="measured CPU busy share of the servers, e.g. 20%% (pins the mean by the "
                          "utilisation law)")
     fi.add_argument("--delay", type=_delay, default=None, metavar="constant|lognormal|TIME",
                     help="non-CPU latency (IO, database) to fit alongside, or a fixed time like 5ms "
-                         "(default: none; with --prometheus and --k6 chosen from the data)")
+                         "(default: none or constant, chosen from the data; 0 for none)")
     fi.add_argument("--requests", type=_count, default=None, metavar="N",
                     help="requests behind the percentiles; enables confidence intervals")
     fi.add_argument("--slo", type=_slo, default=None, metavar="pQ=TIME,...",

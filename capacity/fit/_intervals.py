@@ -1,8 +1,8 @@
 """Interval layer of the fits: how uncertain each estimate is, from what the solver returned.
 
-* Delta method (percentile fits, :func:`percentile_covariance`): the sampling covariance of
-  empirical quantiles propagated through the linearised model by the sandwich formula, then Wald
-  intervals on the log scale (:class:`WaldIntervals`).
+* Generalised least squares (percentile fits, :func:`percentile_covariance`): the sampling
+  covariance of empirical quantiles plus a precision floor weighs the log residuals; the
+  parameters' covariance follows, then Wald intervals on the log scale (:class:`WaldIntervals`).
 * Profile (round-robin slices, :func:`consistent_slices`): the counts whose fit is within the
   noise of the best.
 * Gauss-Newton covariance with Student t (load tests: :func:`gauss_newton_covariance`,
@@ -17,11 +17,12 @@ import math
 
 import numpy as np
 
-from ._model import usl, usl_peak
+from ._model import measured_quantiles, usl, usl_peak
 from ._solve import robust_line
 
 __all__ = [
     "DASHBOARD_PRECISION",
+    "PRECISION_FLOOR",
     "RR_MODEL_ERROR",
     "DeltaMethod",
     "WaldIntervals",
@@ -30,12 +31,16 @@ __all__ = [
     "gauss_newton_covariance",
     "mva_intervals",
     "percentile_covariance",
+    "observation_covariance",
     "percentile_interval",
+    "sampling_covariance",
     "slices_noise",
     "usl_intervals",
+    "whitening",
 ]
 
 DASHBOARD_PRECISION = 0.01   # 1 % relative error assumed for percentiles without n_requests
+PRECISION_FLOOR = DASHBOARD_PRECISION   # no percentile is weighed as more precise than this
 # Relative error of the rr quantile approximation itself on p90-p99.9 (capacity.rr docstring:
 # p90 within 7 %, p99 within 5 %, p99.9 within 18 %, mostly 2-4 %): a noise floor below which
 # residual differences between slice counts say nothing.
@@ -47,48 +52,85 @@ _CHUNK = 4_000_000        # elements per bootstrap chunk (memory bound)
 # ---------------------------------------------------------------------- delta method (percentiles)
 @dataclasses.dataclass
 class DeltaMethod:
-    """``cov``: covariance of the search parameters; ``sigma``: sampling covariance of the
-    log-percentiles; ``reduced_chi2`` of the residuals (NaN without residual degrees of freedom)."""
+    """``cov``: covariance of the search parameters (None without ``n_requests``); ``sigma``:
+    sampling covariance of the log-percentiles (None without ``n_requests``); ``total``: the
+    covariance the fit weighs them by (``sigma`` plus the precision floor); ``deviance``:
+    ``r^T total^-1 r``; ``reduced_chi2`` its value per residual degree of freedom (NaN without)."""
 
-    cov: np.ndarray
-    sigma: np.ndarray
+    cov: np.ndarray | None
+    sigma: np.ndarray | None
+    total: np.ndarray
+    deviance: float
     reduced_chi2: float
 
 
-def percentile_covariance(space, sol, jtj_inv: np.ndarray) -> DeltaMethod | None:
-    """Delta-method covariance of a percentile fit; None without ``n_requests`` or free parameters.
+def sampling_covariance(space, theta: np.ndarray) -> np.ndarray | None:
+    """Sampling covariance of the observed log-percentiles at the model ``theta``; None without
+    ``n_requests``.
 
     An empirical q-quantile of n i.i.d. latencies has asymptotic variance
-    ``q(1-q) / (n f(x_q)^2)``, covariance ``p(1-q) / (n f(x_p) f(x_q))`` for p < q (same sample),
-    f from the fitted model (d log x / dq by a central difference).  Propagated by
-    ``(J^T J)^-1 J^T Sigma J (J^T J)^-1`` and inflated by the reduced chi-square when above 1.
+    ``q(1-q) / (n f(x_q)^2)``, covariance ``p(1-q) / (n f(x_p) f(x_q))`` for p < q (same
+    sample), f the density of the time as measured under the model (d log x / dq by a central
+    difference); percentiles of different observations are independent.
     """
-    obs, theta, r, J = space.obs, sol.theta, sol.residuals, sol.jacobian
-    m, p = obs.q.size, len(space.names)
-    if not (obs.have_n and p):
+    obs = space.obs
+    if not obs.have_n:
         return None
-    # d log x / d q of the fitted model, for the sampling variance of each empirical quantile.
+    m = obs.q.size
     h = np.minimum(1e-4, 0.1 * np.minimum(obs.q, 1 - obs.q))
-    both = space.quantiles_at(np.vstack([theta, theta]), np.concatenate([obs.q - h, obs.q + h]),
-                              np.concatenate([obs.lam, obs.lam]),
-                              np.concatenate([obs.servers, obs.servers]))[0]
+    both = measured_quantiles(space.model, space.unpack(theta[None, :]), np.concatenate([obs.q - h, obs.q + h]),
+                              np.tile(obs.lam, 2), np.tile(obs.servers, 2), space.measured_at)[0]
     g = (np.log(both[m:]) - np.log(both[:m])) / (2 * h)
     qi, qj = obs.q[:, None], obs.q[None, :]
     same = obs.obs_index[:, None] == obs.obs_index[None, :]
     sigma = np.where(same, np.minimum(qi, qj) * (1 - np.maximum(qi, qj)), 0.0)
-    sigma = sigma * g[:, None] * g[None, :] / obs.n_requests[:, None]
-    bread = jtj_inv @ J.T
-    cov = bread @ sigma @ bread.T
+    return sigma * g[:, None] * g[None, :] / obs.n_requests[:, None]
+
+
+def observation_covariance(space, theta: np.ndarray) -> tuple[np.ndarray | None, np.ndarray]:
+    """``(sampling, total)``: the sampling covariance of the log-percentiles (None without
+    ``n_requests``) and the covariance a fit weighs them by, ``sampling + PRECISION_FLOOR^2 I``.
+
+    The floor is the precision no percentile is trusted beyond, sample size aside: a
+    dashboard's rounding, and the models' own accuracy (the tables' interpolation, the
+    approximations' stated errors, a real server's departures from Poisson arrivals).  Without
+    ``n_requests`` the weights are equal, and the fit is ordinary least squares on the logs.
+    """
+    m = space.obs.q.size
+    sampling = sampling_covariance(space, theta)
+    floor = PRECISION_FLOOR ** 2 * np.eye(m)
+    return sampling, floor if sampling is None else sampling + floor
+
+
+def whitening(total: np.ndarray) -> np.ndarray:
+    """``L^-1`` with ``total = L L^T`` (Cholesky): whitened residuals ``L^-1 r`` have unit covariance."""
+    return np.linalg.inv(np.linalg.cholesky(total))
+
+
+def percentile_covariance(space, sol) -> DeltaMethod:
+    """The percentile fit's deviance and, with ``n_requests``, the covariance of its parameters.
+
+    Generalised least squares: with ``Sigma`` the observations' covariance
+    (:func:`observation_covariance` at the estimate), the deviance is ``r^T Sigma^-1 r`` and the
+    covariance ``(J^T Sigma^-1 J)^-1``, inflated by the reduced chi-square ``deviance / (m - p)``
+    when above 1 (a misfit, or latencies correlated in the queue beyond what n independent
+    requests carry).
+    """
+    obs, r, J = space.obs, sol.residuals, sol.jacobian
+    m, p = obs.q.size, len(space.names)
+    sampling, total = observation_covariance(space, sol.theta)
+    w = whitening(total)
+    rw = w @ r
+    deviance = float(rw @ rw)
     dof = m - p
-    chi2 = math.nan
-    if dof > 0:
-        try:
-            chi2 = float(r @ np.linalg.solve(sigma, r)) / dof
-        except np.linalg.LinAlgError:
-            chi2 = math.nan
+    chi2 = deviance / dof if dof > 0 else math.nan
+    cov = None
+    if sampling is not None and p:
+        jw = w @ J
+        cov = np.linalg.pinv(jw.T @ jw)
         if math.isfinite(chi2) and chi2 > 1:
             cov = cov * chi2
-    return DeltaMethod(cov, sigma, chi2)
+    return DeltaMethod(cov, sampling, total, deviance, chi2 if sampling is not None else math.nan)
 
 
 class WaldIntervals:
@@ -123,9 +165,9 @@ class WaldIntervals:
 
 
 # ---------------------------------------------------------------------- profile (rr slices)
-def slices_noise(delta: DeltaMethod | None) -> float:
+def slices_noise(delta: DeltaMethod) -> float:
     """Relative precision of one percentile: from ``n_requests`` when known, else 1 %."""
-    if delta is None:
+    if delta.sigma is None:
         return DASHBOARD_PRECISION
     return float(np.sqrt(np.mean(np.diag(delta.sigma))))
 

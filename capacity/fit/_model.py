@@ -22,11 +22,14 @@ from ..distributions import Service
 
 __all__ = [
     "FAMILIES",
+    "MEASURED_AT",
+    "check_measured_at",
     "SCV_DOMAIN",
     "TWO_PARAM",
     "QueueModel",
     "lognormal_delay_quantiles",
     "make_service",
+    "measured_quantiles",
     "mva_curves",
     "queue_quantile",
     "queue_sf",
@@ -40,6 +43,8 @@ FAMILIES = ("lognormal", "gamma", "hyperexponential", "exponential", "determinis
 TWO_PARAM = ("lognormal", "gamma", "hyperexponential")
 #: The scv each two-parameter family can take in a fit (hyperexponential has scv >= 1).
 SCV_DOMAIN = {"lognormal": (1e-3, 100.0), "gamma": (1e-3, 100.0), "hyperexponential": (1.0, 100.0)}
+#: Where a latency can be measured, and so which part of the response time it holds.
+MEASURED_AT = ("client", "proxy", "in_process")
 #: Families whose PS (and rr) quantiles are computed point by point unless a shipped table covers them.
 SLOW_PS = ("lognormal", "gamma", "hyperexponential")
 
@@ -203,6 +208,42 @@ class QueueModel:
         if self.delay == "constant":
             x = x + params["delay"][:, None]
         return x
+
+
+def measured_quantiles(model: QueueModel, params: dict, q, lam, servers, measured_at: str) -> np.ndarray:
+    """Quantiles (K, N) of the time as measured at ``measured_at`` (see :data:`MEASURED_AT`).
+
+    ``client`` and ``proxy`` see the whole response (queue, CPU and delay).  A timer in the
+    server's own middleware (``in_process``) starts when the request reaches the handler: for a
+    blocking handler (``fcfs``) the queue is in front of it, so it measures the CPU time plus
+    the delay alone; under processor sharing every request is in the loop at once, so it measures
+    the whole sojourn.  Event-loop round robin in-process is not modelled (the wait for the first
+    slice is part of the client's time only) and a lognormal delay in-process neither: refused by
+    :func:`check_measured_at`.
+    """
+    if measured_at == "in_process" and model.discipline == "fcfs":
+        svc = model.service(params)
+        x = np.asarray(svc.ppf(np.asarray(q, dtype=float)[None, :]), dtype=float)
+        x = np.broadcast_to(x, (params["mean"].shape[0], np.size(q)))
+        return x + params["delay"][:, None] if model.delay == "constant" else x
+    return model.quantiles(params, q, lam, servers)
+
+
+def check_measured_at(measured_at: str, discipline: str, delay) -> str:
+    """``measured_at`` checked against what the models can say about it (a ValueError naming it)."""
+    from .._checks import check_choice
+
+    measured_at = check_choice(measured_at, "measured_at", MEASURED_AT)
+    if measured_at != "in_process":
+        return measured_at
+    if discipline == "rr":
+        raise ValueError("measured_at='in_process' with discipline='rr' is not modelled yet (the wait "
+                         "for a request's first slice is part of the client's time, not the "
+                         "middleware's); fit the client's or the proxy's latencies, or use discipline='ps'")
+    if delay == "lognormal":
+        raise ValueError("measured_at='in_process' with delay='lognormal' is not modelled; use no delay, "
+                         "a constant delay or the client's latencies")
+    return measured_at
 
 
 # ---------------------------------------------------------------------- closed loop

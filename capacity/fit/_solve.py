@@ -21,7 +21,7 @@ import warnings
 import numpy as np
 from scipy import optimize
 
-from ._model import SCV_DOMAIN, SLOW_PS, TWO_PARAM, QueueModel, mva_curves, usl
+from ._model import SCV_DOMAIN, SLOW_PS, TWO_PARAM, QueueModel, measured_quantiles, mva_curves, usl
 
 __all__ = [
     "RHO_MAX",
@@ -62,9 +62,13 @@ class SearchSpace:
     percentile ``t_ref``, in [0, 0.999]) or ``log_delay_mean``/``log_delay_scv`` (lognormal).
     """
 
-    def __init__(self, model: QueueModel, obs, scv_fixed=None, mean_fixed=None, delay_fixed=None):
-        self.model, self.obs = model, obs
+    def __init__(self, model: QueueModel, obs, scv_fixed=None, mean_fixed=None, delay_fixed=None,
+                 measured_at: str = "client", tabled_only: bool = False):
+        self.model, self.obs, self.measured_at, self.tabled_only = model, obs, measured_at, tabled_only
         self.mean_fixed, self.scv_fixed, self.delay_fixed = mean_fixed, scv_fixed, delay_fixed
+        # Whitening of the log residuals (Sigma^-1/2, the observations' covariance): None weighs
+        # every percentile alike; a generalised least-squares refit sets it.
+        self.weights: np.ndarray | None = None
         self.t_ref = float(obs.t.min())
         family, discipline, delay = model.family, model.discipline, model.delay
         names, lo, hi = [], [], []
@@ -84,9 +88,10 @@ class SearchSpace:
 
                 a, b = max(a, _SLOW_PS_SCV[0]), min(b, _SLOW_PS_SCV[1])
                 tabled = scv_range("ps", family)
-                # Only lognormal is held to its table: below it the hyper-Erlang fit is poor. Gamma
-                # is tabled from 0.12 to 1.2 and computed directly (slowly, but right) beyond.
-                if tabled is not None and family == "lognormal":
+                # Lognormal is held to its table: below it the hyper-Erlang fit is poor.  Gamma is
+                # tabled from 0.085 to 1.2 and computed directly (slowly, but right) beyond -- unless
+                # the family is a candidate of a model selection, where minutes per fit are too many.
+                if tabled is not None and (family == "lognormal" or tabled_only):
                     a, b = max(a, tabled[0]), min(b, tabled[1])
             lo.append(math.log(a))
             hi.append(math.log(b))
@@ -101,6 +106,11 @@ class SearchSpace:
         self.names = names
         self.lo, self.hi = np.array(lo), np.array(hi)
 
+    def with_model(self, model: QueueModel) -> SearchSpace:
+        """The same observations and held values with another model (another slice count)."""
+        return SearchSpace(model, self.obs, self.scv_fixed, self.mean_fixed, self.delay_fixed,
+                           self.measured_at, self.tabled_only)
+
     def unpack(self, theta: np.ndarray) -> dict:
         """Natural parameters from a (K, p) batch; each value has shape (K,)."""
         return unpack_parameters(theta, self.names, self.model, self.mean_fixed, self.scv_fixed,
@@ -110,10 +120,16 @@ class SearchSpace:
         """Model quantiles (K, N) of a batch of parameter vectors at (q, rate, servers)."""
         return self.model.quantiles(self.unpack(np.atleast_2d(theta)), q, lam, servers)
 
+    def measured_at_observations(self, theta) -> np.ndarray:
+        """Model quantiles (K, m) of the time as it was measured, at the observed (q, rate, servers)."""
+        o = self.obs
+        return measured_quantiles(self.model, self.unpack(np.atleast_2d(theta)), o.q, o.lam, o.servers,
+                                  self.measured_at)
+
     def residuals(self, theta) -> np.ndarray:
         """log(model) - log(observed) for a (K, p) batch, finite (unstable points capped)."""
         o = self.obs
-        x = self.quantiles_at(theta, o.q, o.lam, o.servers)
+        x = self.measured_at_observations(theta)
         with np.errstate(divide="ignore", invalid="ignore"):
             r = np.log(x) - np.log(o.t)
         return np.where(np.isfinite(r), r, _RESID_CAP)
@@ -278,6 +294,10 @@ def _least_squares(space: SearchSpace, theta0: np.ndarray, max_nfev: int):
             fun(theta)
             return cache[theta.tobytes()][1]
 
+    if space.weights is not None:
+        w, raw_fun, raw_jac = space.weights, fun, jac
+        fun = (lambda theta: w @ raw_fun(theta))           # noqa: E731 - whitened residuals
+        jac = (lambda theta: w @ raw_jac(theta))           # noqa: E731
     sol = optimize.least_squares(fun, theta0, jac=jac, bounds=(space.lo, space.hi), method="trf",
                                  x_scale=1.0, xtol=1e-7, ftol=1e-9, gtol=1e-9, max_nfev=max_nfev)
     sol.cached = None if space.model.slow else cache.get(sol.x.tobytes())

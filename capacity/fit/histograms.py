@@ -19,7 +19,8 @@ from .._checks import as_float_array, check_choice, check_discipline, check_serv
 from ..exceptions import FitWarning, IdentifiabilityWarning
 from ._inputs import check_percentile_options
 from ._intervals import WaldIntervals
-from ._model import SCV_DOMAIN, TWO_PARAM, QueueModel, make_service
+from ._model import MEASURED_AT, SCV_DOMAIN, TWO_PARAM, QueueModel, check_measured_at, make_service, measured_quantiles
+from ._selection import candidate_families, candidate_grid, select
 from ._solve import unpack_parameters
 from .percentiles import PercentileFit
 
@@ -27,8 +28,6 @@ __all__ = ["HistogramFit", "MEASURED_AT", "from_histograms"]
 
 ArrayLike = Any
 
-#: Where a latency can be measured, and so which part of the response time it holds.
-MEASURED_AT = ("client", "proxy", "in_process")
 
 # Quantile levels the model's distribution function is read from: z = log(-log(1 - q)) evenly
 # spaced from q = 1e-3 to 1 - 1e-6, the levels of the shipped quantile tables (so a tabled model
@@ -97,15 +96,6 @@ class HistogramFit(PercentileFit):
 
     def _miss_text(self) -> str:
         return f"{100 * float(self.fit_quality_['rms_log_time_miss']):.0f} % in time at the bucket bounds"
-
-    def _draw_sets(self, n: int) -> list:
-        # Model uncertainty: each candidate that has weight contributes its share of the draws.
-        sets = []
-        for fit, weight in self._candidate_fits:
-            k = int(round(n * weight))
-            if weight >= 0.01 and k > 0:
-                sets += PercentileFit._draw_sets(fit, k)
-        return sets
 
 
 class _Windows:
@@ -218,17 +208,10 @@ class _BucketModel:
     def log_t(self, params: dict) -> np.ndarray:
         """log of the model's response (or in-process) time at the levels ``_Q``, shape (K, W, L)."""
         d, k = self.data, params["mean"].shape[0]
-        if self.measured_at == "in_process" and self.model.discipline == "fcfs":
-            # A blocking handler's in-process timer starts when its request reaches the handler:
-            # the time it measures is the CPU time alone, the queue is in front of it.
-            svc = make_service(self.model.family, params["mean"][:, None], params["scv"][:, None])
-            x = np.asarray(svc.ppf(_Q[None, :]), dtype=float)
-            x = np.broadcast_to(x[:, None, :], (k, d.size, _Q.size))
-        else:
-            q = np.tile(_Q, d.size)
-            lam = np.repeat(d.lam, _Q.size)
-            srv = np.repeat(d.servers, _Q.size)
-            x = self._queue.quantiles(params, q, lam, srv).reshape(k, d.size, _Q.size)
+        q = np.tile(_Q, d.size)
+        lam = np.repeat(d.lam, _Q.size)
+        srv = np.repeat(d.servers, _Q.size)
+        x = measured_quantiles(self._queue, params, q, lam, srv, self.measured_at).reshape(k, d.size, _Q.size)
         with np.errstate(divide="ignore"):
             return np.log(np.maximum(x, 1e-300))
 
@@ -423,22 +406,23 @@ def from_histograms(
     >>> round(fit.cpu_per_request_, 4), round(fit.scv_, 1)
     (0.02, 2.0)
     """
-    measured_at = check_choice(measured_at, "measured_at", MEASURED_AT)
+    measured_at = check_choice(measured_at, "measured_at", MEASURED_AT)  # before the data are read
     if discipline is not None:
         check_discipline(discipline)
     data = _parse_windows(windows, servers)
     auto_delay = isinstance(delay, str) and delay == "auto"
-    candidates = []
-    for d in (("ps", "fcfs") if discipline is None else (discipline,)):
-        fams = _candidate_families(d) if family is None else (family,)
-        for f in fams:
-            for dl in ((None, "constant") if auto_delay else (delay,)):
-                candidates.append((d, f, dl))
+    candidates = candidate_grid(("ps", "fcfs") if discipline is None else (discipline,),
+                                lambda d: candidate_families(d) if family is None else (family,),
+                                (None, "constant") if auto_delay else (delay,))
     fits = []
     for d, f, dl in candidates:
         opts = check_percentile_options(d, f, dl, scv, confidence, max_nfev, slices, admission, slice_delay)
         fits.append(_fit_one(data, opts, measured_at))
-    best = _select(fits, candidates) if len(fits) > 1 else fits[0]
+    best = fits[0]
+    if len(fits) > 1:
+        best = select(fits, candidates, [f.deviance_ for f in fits], [len(f._space.bm.names) for f in fits],
+                      [f.degrees_of_freedom_ for f in fits], "rms_log_time_miss",
+                      [f.fit_quality_["rms_log_time_miss"] for f in fits])
     best._emit_warnings(stacklevel=3)
     return best
 
@@ -458,24 +442,9 @@ def fit_source_windows(windows: list[dict], notes: list[str], source: dict, serv
     return fit
 
 
-def _candidate_families(discipline: str) -> tuple[str, ...]:
-    """The families tried when none is given: lognormal and gamma where a shipped table answers
-    them (fcfs always; ps and rr as far as the PS table holds them), else lognormal alone --
-    computed point by point, one PS fit takes minutes."""
-    from .._quantile_table import families
-
-    if discipline == "fcfs":
-        return ("lognormal", "gamma")
-    tabled = tuple(f for f in ("lognormal", "gamma") if f in families("ps"))
-    return tabled or ("lognormal",)
-
-
 def _fit_one(data: _Windows, opts, measured_at: str) -> HistogramFit:
     """One model fitted to the windows (warnings recorded, not yet emitted)."""
-    if opts.discipline == "rr" and measured_at == "in_process":
-        raise ValueError("measured_at='in_process' with discipline='rr' is not modelled yet (the wait "
-                         "for a request's first slice is part of the client's time, not the "
-                         "middleware's); fit the client's or the proxy's histogram, or use discipline='ps'")
+    check_measured_at(measured_at, opts.discipline, opts.delay)
     if opts.slice_candidates is not None:
         raise ValueError("slices must be given as an integer for a histogram fit (profiling the slice "
                          "count is available in from_percentiles)")
@@ -501,54 +470,6 @@ def _fit_one(data: _Windows, opts, measured_at: str) -> HistogramFit:
     bm = _BucketModel(model, data, measured_at, names, mean_fixed, opts.scv_fixed, opts.delay_fixed, t_ref)
     theta, sol, lo_b, hi_b = _solve(bm, data, opts)
     return _result(bm, data, opts, theta, sol, lo_b, hi_b, mean_fixed, measured_at)
-
-
-def _select(fits: list[HistogramFit], candidates: list) -> HistogramFit:
-    """The candidate with the smallest QAIC, with the comparison table on it."""
-    import pandas as pd
-
-    k = np.array([len(f._space.bm.names) for f in fits])
-    g = np.array([f.deviance_ for f in fits])
-    df = np.array([f.degrees_of_freedom_ for f in fits])
-    general = int(np.lexsort((g / np.maximum(df, 1), -k))[0])
-    c_hat = max(1.0, g[general] / max(df[general], 1))
-    qaic = g / c_hat + 2 * k
-    delta = qaic - qaic.min()
-    weight = np.exp(-0.5 * delta)
-    weight /= weight.sum()
-    table = pd.DataFrame({
-        "discipline": [c[0] for c in candidates], "family": [c[1] for c in candidates],
-        "delay": ["none" if c[2] is None else (c[2] if isinstance(c[2], str) else f"{c[2]:g} s")
-                  for c in candidates],
-        "cpu_per_request": [f.cpu_per_request_ for f in fits], "scv": [f.scv_ for f in fits],
-        "free_parameters": k, "deviance": g, "qaic": qaic, "delta_qaic": delta, "weight": weight,
-        "rms_log_time_miss": [f.fit_quality_["rms_log_time_miss"] for f in fits]})
-    order = np.argsort(qaic, kind="stable")
-    table = table.iloc[order].reset_index(drop=True)
-    table.index.name = "rank"
-    best = fits[int(order[0])]
-    best.candidates_ = table
-    best._candidate_fits = [(fits[i], float(weight[i])) for i in order]
-    best._add_table("models compared (smallest QAIC chosen)", table)
-    best._set_quality("qaic_dispersion", c_hat)
-    # The warning names the best candidate of another discipline or family: one that differs only
-    # by a delay nests the chosen model (a delay that lowers the deviance little costs its 2 QAIC
-    # points and nothing else), and it is in the table.
-    rival = [i for i in range(1, len(table))
-             if (table.loc[i, "discipline"], table.loc[i, "family"]) != (table.loc[0, "discipline"],
-                                                                        table.loc[0, "family"])]
-    runner = table.iloc[rival[0] if rival else 1]
-    best._set_quality("delta_qaic_runner_up", float(runner["delta_qaic"]))
-    best.method += (f"; model chosen by QAIC among {len(fits)} candidates (runner-up: "
-                    f"{runner['discipline']}, {runner['family']}, delay {runner['delay']}, "
-                    f"delta QAIC {runner['delta_qaic']:.1f}, weight {runner['weight']:.2f})")
-    if rival and runner["delta_qaic"] < 2.0:
-        best._warn(IdentifiabilityWarning,
-                   f"the data barely tell the chosen model from the runner-up ({runner['discipline']}, "
-                   f"{runner['family']}, delay {runner['delay']}: delta QAIC {runner['delta_qaic']:.1f} < 2); "
-                   "their predictions at higher load may differ: compare them in candidates_, or give "
-                   "windows at busier hours")
-    return best
 
 
 def _bounds(bm: _BucketModel, data: _Windows, opts) -> tuple[np.ndarray, np.ndarray]:
@@ -742,7 +663,7 @@ def _result(bm: _BucketModel, data: _Windows, opts, theta, sol, lo_b, hi_b, mean
         if min(theta[i] - lo_b[i], hi_b[i] - theta[i]) < 1e-4 * span:
             res._warn(FitWarning, f"{name} sits on its search bound ({theta[i]:.4g}); the family or "
                                   "model may not suit the data")
-    res.candidates_ = None
+    res.candidates_, res.contradictions_ = None, ()
     res._candidate_fits = [(res, 1.0)]
     return res
 

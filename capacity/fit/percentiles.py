@@ -7,14 +7,16 @@
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from .._checks import check_positive, check_servers
+from .._checks import check_choice, check_discipline, check_positive, check_servers
 from ..distributions import Service
+from ..exceptions import FitWarning
 from . import _diagnostics as diag
 from ._inputs import (
     PercentileObservations,
@@ -23,9 +25,10 @@ from ._inputs import (
     check_percentile_options,
     parse_percentiles,
 )
-from ._intervals import WaldIntervals, consistent_slices, percentile_covariance, slices_noise
-from ._model import TWO_PARAM, QueueModel, make_service
+from ._intervals import WaldIntervals, consistent_slices, percentile_covariance, slices_noise, whitening
+from ._model import MEASURED_AT, TWO_PARAM, QueueModel, check_measured_at, make_service
 from ._result import FitResult
+from ._selection import candidate_families, candidate_grid, select
 from ._solve import Profile, SearchSpace, Solution, fit_space, profile_slices
 
 __all__ = ["PercentileFit", "Prediction", "from_percentiles"]
@@ -76,6 +79,18 @@ class PercentileFit(FitResult):
         ``discipline="rr"`` only (None otherwise): the fitted or held slice
         count, the counts consistent with the data, and the admission rule
         and slice delay (seconds) the model used, as given.
+    measured_at : str
+        Where the latencies were timed (predictions are of the client's view).
+    deviance_, degrees_of_freedom_ : float, int
+        ``r^T Sigma^-1 r`` of the log residuals (see Notes of
+        :func:`from_percentiles`) and the percentiles less the free parameters.
+    candidates_ : pandas.DataFrame or None
+        When the model was chosen from the data: every candidate (discipline,
+        family, delay) with its estimates, deviance, QAIC, ``delta_qaic`` and
+        Akaike weight, best first.
+    contradictions_ : tuple of str
+        Where the data contradict each other (the CPU-implied cost against the
+        percentiles); empty when they agree.  :meth:`ceiling` repeats them.
     """
 
     discipline: str
@@ -173,7 +188,18 @@ class PercentileFit(FitResult):
     _N_DRAWS = 400
 
     def _draw_sets(self, n: int) -> list:
-        """[(space, thetas)]: parameter sets drawn from this fit's sampling distribution."""
+        """[(space, thetas)]: parameter sets drawn from the sampling distribution of each candidate
+        model with weight (one model alone unless the fit chose it from the data), in proportion to
+        its Akaike weight -- the model uncertainty next to the parameters'."""
+        sets = []
+        for fit, weight in getattr(self, "_candidate_fits", [(self, 1.0)]):
+            k = int(round(n * weight))
+            if weight >= 0.01 and k > 0:
+                sets += fit._own_draws(k)
+        return sets
+
+    def _own_draws(self, n: int) -> list:
+        """[(space, thetas)]: parameter sets drawn from this fit's own sampling distribution."""
         if not self._theta.size:
             return [(self._space, self._theta[None, :])]
         if self.covariance_ is None:
@@ -287,22 +313,27 @@ class PercentileFit(FitResult):
         return float(low), float(high)
 
     def _checked_ceiling(self, c):
-        """The ceiling with what it contradicts in the data said next to it."""
+        """The ceiling with what it contradicts in the data said next to it: an observation at a
+        higher rate that met the SLO, and the fit's own contradictions (``contradictions_``)."""
         import dataclasses
 
         from ..units import format_rate
 
         if np.ndim(c.qps) != 0:
             return c
+        notes = []
         # The busiest observation that met the SLO, if it is above the ceiling.
         rate, evidence = next(iter(self._slo_held(c.slo)), (0.0, ""))
-        if rate <= float(c.qps) * 1.001:
+        if rate > float(c.qps) * 1.001:
+            notes.append(f"this contradicts the data: at {format_rate(rate)} the observed {evidence} met the SLO, "
+                         f"so the service carries at least {format_rate(rate)}; the model misses its own data "
+                         f"(RMS error {self._miss_text()}) -- trust the observation, and fit another "
+                         "discipline, family or delay")
+        notes += [f"the data contradict each other: {n}" for n in self.contradictions_]
+        if not notes:
             return c
-        note = (f"this contradicts the data: at {format_rate(rate)} the observed {evidence} met the SLO, so the "
-                f"service carries at least {format_rate(rate)}; the model misses its own data (RMS error "
-                f"{self._miss_text()}) -- trust the observation, and fit another discipline, family or delay")
-        return dataclasses.replace(c, explanation=f"{c.explanation} {note[0].upper()}{note[1:]}.",
-                                   contradictions=(note,))
+        text = " ".join(f"{n[0].upper()}{n[1:]}." for n in notes)
+        return dataclasses.replace(c, explanation=f"{c.explanation} {text}", contradictions=tuple(notes))
 
     def _slo_held(self, slo: dict) -> list[tuple[float, str]]:
         """(rate, what was seen) for each observation whose measured percentiles met every SLO
@@ -333,11 +364,12 @@ def from_percentiles(
     percentiles: Mapping[float, float] | Sequence[Any],
     arrival_rate: ArrayLike | None = None,
     servers: ArrayLike = 1,
-    discipline: str = "ps",
-    family: str = "lognormal",
+    discipline: str | None = None,
+    family: str | None = None,
     utilization: ArrayLike | None = None,
-    delay: str | float | None = None,
+    delay: str | float | None = "auto",
     *,
+    measured_at: str = "client",
     scv: float | None = None,
     n_requests: ArrayLike | None = None,
     confidence: float = 0.95,
@@ -361,22 +393,33 @@ def from_percentiles(
         Requests/s during each observation (required unless every record has it).
     servers : int or array_like, default 1
         Cores or worker processes serving the queue.
-    discipline : {"ps", "fcfs", "rr"}, default "ps"
+    discipline : {"ps", "fcfs", "rr"} or None, default None
         Processor sharing (a time-sliced CPU), first come first served (a
         blocking worker pool) or event-loop round robin
         (:mod:`capacity.rr`: each request's CPU in ``slices`` slices through
         a FIFO run queue; fit it on p90 and above, its median is poor).
-    family : {"lognormal", "gamma", "hyperexponential", "exponential", "deterministic"}
-        Service-time family, parametrised by mean and scv.
+        None: ps or fcfs, chosen from the data (see Model selection).
+    family : {"lognormal", "gamma", "hyperexponential", "exponential", "deterministic"} or None
+        Service-time family, parametrised by mean and scv.  None: lognormal
+        or gamma, chosen from the data.
     utilization : float or array_like, optional
         Measured CPU busy fraction in (0, 1] of ``servers`` during each
         observation.  Holds the mean through the utilisation law
         ``E[S] = sum(U_i servers_i) / sum(lambda_i)`` (so CPU spent outside
         requests -- GC, timers -- counts as request cost; see
         :func:`capacity.fit.from_utilization` to separate it).
-    delay : None, "constant", "lognormal" or float
+    delay : "auto", None, "constant", "lognormal" or float, default "auto"
         Non-CPU latency added to every response (IO, database, network; it
-        holds no CPU so it does not queue).  A number holds it fixed (seconds).
+        holds no CPU so it does not queue).  A number holds it fixed (seconds);
+        ``"auto"``: none or constant, chosen from the data (the constant one
+        only where the percentiles outnumber its free parameters).
+    measured_at : {"client", "proxy", "in_process"}, default "client"
+        Where the percentiles were timed, as in :func:`from_histograms`: a
+        client or proxy sees the whole response; a timer in the server's own
+        middleware sees, for a blocking handler (``fcfs``), its CPU time and
+        delay alone (the queue is in front of it), under ``ps`` the whole
+        sojourn; ``rr`` in-process is refused.  Predictions are always of the
+        response as the client sees it.
     scv : float, optional
         Hold the service scv fixed instead of fitting it.
     n_requests : float or array_like, optional
@@ -450,8 +493,14 @@ def from_percentiles(
     grid of :func:`response_sf` values, inverted on a 512-point grid
     (measured against 10^6-sample Monte Carlo in the tests: within 1 %).
 
-    Objective: least squares on ``log(model) - log(observed)`` (relative
-    errors; each percentile counts equally), parameters ``log E[S]``,
+    Objective: generalised least squares on ``r = log(model) - log(observed)``
+    (relative errors), ``r^T Sigma^-1 r`` with ``Sigma`` the covariance of the
+    observed log-percentiles -- their sampling covariance from ``n_requests``
+    (below) plus 1 % squared on the diagonal, the precision no percentile is
+    trusted beyond (a dashboard's rounding, the models' own accuracy); without
+    ``n_requests`` every percentile counts equally.  ``Sigma`` is evaluated at
+    an unweighted first fit, and the fit is then repeated from there with the
+    weights (one step of iteratively reweighted least squares).  Parameters ``log E[S]``,
     ``log scv``, the delay, searched by :func:`scipy.optimize.least_squares`
     (trust-region reflective, bounded so that the busiest observation stays
     below utilisation 0.999; scv in [0.001, 100], or [0.05, 20] for PS with
@@ -481,14 +530,33 @@ def from_percentiles(
     Intervals (only with ``n_requests``): an empirical q-quantile of n i.i.d.
     latencies has asymptotic variance ``q(1-q) / (n f(x_q)^2)``, covariance
     ``p(1-q) / (n f(x_p) f(x_q))`` for p < q (same sample), with the density
-    f taken from the fitted model (dx/dq by a finite difference).  These give
-    the covariance of the log-percentiles, propagated by the sandwich
-    (delta-method) formula ``(J^T J)^-1 J^T Sigma J (J^T J)^-1``, inflated by
-    the reduced chi-square of the residuals when above 1 (misfit), and
-    mapped to Wald intervals on the log scale.  Caveat: latencies of
-    consecutive requests in a queue are positively correlated (a busy period
-    slows them all), so n overstates the information -- the intervals are
-    optimistic, more so at high load.
+    f taken from the fitted model (dx/dq by a finite difference).  With the
+    floor these give ``Sigma``; the parameters' covariance is
+    ``(J^T Sigma^-1 J)^-1``, inflated by the reduced chi-square
+    ``r^T Sigma^-1 r / (m - p)`` when above 1 (a misfit, or latencies of
+    consecutive requests correlated by busy periods, so n overstates the
+    information), and mapped to Wald intervals on the log scale.
+
+    Model selection (``discipline``, ``family`` None or ``delay="auto"``):
+    every combination of the candidates is fitted -- ps and fcfs; lognormal
+    and gamma (for ps within the shipped PS table's scv range); no delay and a
+    constant delay -- and the smallest QAIC wins, ``QAIC = D / c + 2 k`` with
+    D the deviance ``r^T Sigma^-1 r``, k the free parameters and c the
+    dispersion ``D / (m - k)`` of the most general candidate, at least 1
+    (:func:`capacity.fit._selection.select`; Burnham and Anderson 2002, sec.
+    6.5).  ``candidates_`` lists them with their Akaike weights, and the
+    prediction intervals mix the candidates by weight.  At one low load every
+    discipline fits about equally: the warning says so, and the intervals
+    are as wide as the candidates' disagreement.  rr is a candidate only when
+    given (its quantiles cost about a second per evaluation).
+
+    Consistency: with ``utilization`` the mean comes from the CPU; where the
+    percentiles outnumber the free parameters, the chosen model is also fitted
+    with its mean free, and when the percentiles alone need a mean more than
+    25 % away and fit significantly better (likelihood ratio above the 95 %
+    point of chi-square(1), scaled by the dispersion), ``contradictions_``
+    and a warning say so: CPU spent outside these requests, or latencies
+    that hold more than CPU.
 
     Slices (``discipline="rr"``, ``slices="fit"``): a profile over k, each
     fit warm-started from the previous k's optimum.  k is consistent with the
@@ -536,41 +604,97 @@ def from_percentiles(
     >>> round(res.predict(0.99, 12.0), 3) == round(fcfs.response_quantile(0.99, 12.0, svc), 3)
     True
     """
-    opts = check_percentile_options(discipline, family, delay, scv, confidence, max_nfev, slices, admission,
-                                    slice_delay)
+    if discipline is not None:
+        check_discipline(discipline)
+    measured_at = check_choice(measured_at, "measured_at", MEASURED_AT)
     obs = parse_percentiles(percentiles, arrival_rate, servers, utilization, n_requests)
-    mean_fixed, util_spread = obs.utilization_law()
+    auto_delay = isinstance(delay, str) and delay == "auto"
+    candidates = candidate_grid(("ps", "fcfs") if discipline is None else (discipline,),
+                                lambda d: candidate_families(d) if family is None else (family,),
+                                (None, "constant") if auto_delay else (delay,))
+    fits, kept = [], []
+    for d, f, dl in candidates:
+        opts = check_percentile_options(d, f, dl, scv, confidence, max_nfev, slices, admission, slice_delay)
+        check_measured_at(measured_at, d, dl)
+        space = _search_space(opts, obs, measured_at, tabled_only=family is None)
+        if auto_delay and dl is not None and len(space.names) >= obs.q.size:
+            continue     # a delay the percentiles cannot carry is no candidate
+        without = next((fit for fit, c in zip(fits, kept) if c == (d, f, None)), None)
+        nested = without._theta if dl == "constant" and without is not None and opts.delay_fixed is None else None
+        fits.append(_fit_model(space, opts, obs, nested))
+        kept.append((d, f, dl))
+    best = fits[0]
+    if len(fits) > 1:
+        best = select(fits, kept, [f.deviance_ for f in fits], [len(f._space.names) for f in fits],
+                      [f.degrees_of_freedom_ for f in fits], "rms_rel_error",
+                      [f.fit_quality_["rms_rel_error"] for f in fits])
+    _check_cpu_cost(best, obs, tabled_only=family is None)
+    best._emit_warnings(stacklevel=3)
+    return best
+
+
+# ---------------------------------------------------------------------- pipeline steps
+def _search_space(opts: PercentileOptions, obs: PercentileObservations, measured_at: str,
+                  tabled_only: bool) -> SearchSpace:
+    """The queue model of one candidate and its search space (the mean held by the utilisation law
+    when every observation has its CPU)."""
+    mean_fixed, _ = obs.utilization_law()
     model = QueueModel(opts.discipline, opts.family, opts.delay,
                        slices=1 if opts.slices_fixed is None else opts.slices_fixed,
                        admission=opts.admission, slice_delay=opts.slice_delay,
                        sf_grid=(float(obs.t.min()) * 1e-3, float(obs.t.max()) * 30))
+    return SearchSpace(model, obs, opts.scv_fixed, mean_fixed, opts.delay_fixed, measured_at, tabled_only)
 
-    def space_for(m: QueueModel) -> SearchSpace:
-        return SearchSpace(m, obs, opts.scv_fixed, mean_fixed, opts.delay_fixed)
 
-    space = space_for(model)
-    check_observations_fit(obs, opts, mean_fixed, space.names)
-    res = _new_result(opts, obs)
+def _solve_weighted(space: SearchSpace, opts: PercentileOptions, nested: np.ndarray | None = None):
+    """The fit of one model: least squares (a profile over slice counts for round robin), then,
+    with ``n_requests``, once more weighted by the observations' covariance there (GLS).
+
+    ``nested``: the optimum of the same model without its delay; the search also starts from it
+    (with no delay), so the model with a delay never fits worse than the one without.
+    Returns the space, solution, profile (or None) and :class:`DeltaMethod`."""
     profile = None
     if opts.slice_candidates is None:
         sol = fit_space(space, opts.max_nfev)
+        if nested is not None:
+            again = fit_space(space, opts.max_nfev, theta0=np.r_[nested, 1e-3])
+            again.nfev += sol.nfev
+            sol = again if again.rms < sol.rms else dataclasses.replace(sol, nfev=again.nfev)
     else:
-        profile = profile_slices(lambda k: space_for(model.with_slices(k)), opts.slice_candidates,
-                                 opts.max_nfev)
+        profile = profile_slices(lambda k: space.with_model(space.model.with_slices(k)),
+                                 opts.slice_candidates, opts.max_nfev)
         space, sol = profile.space, profile.solution
+    delta = percentile_covariance(space, sol)
+    if delta.sigma is not None and space.names:
+        space.weights = whitening(delta.total)
+        first = sol
+        sol = fit_space(space, opts.max_nfev, theta0=first.theta)
+        sol.nfev += first.nfev
+        delta = percentile_covariance(space, sol)
+    return space, sol, profile, delta
+
+
+def _fit_model(space: SearchSpace, opts: PercentileOptions, obs: PercentileObservations,
+               nested: np.ndarray | None = None) -> PercentileFit:
+    """One candidate model fitted, its intervals and diagnostics recorded (warnings not emitted)."""
+    mean_fixed, util_spread = obs.utilization_law()
+    check_observations_fit(obs, opts, mean_fixed, space.names)
+    res = _new_result(opts, obs, space.measured_at)
+    space, sol, profile, delta = _solve_weighted(space, opts, nested)
     pars = _record_estimates(res, space, sol)
 
-    # linearised diagnostics, then the delta-method covariance (with n_requests)
+    # linearised diagnostics (unweighted: what the percentiles pin down without a sample size)
     p, m = len(space.names), obs.q.size
     jtj_inv = np.linalg.pinv(sol.jacobian.T @ sol.jacobian) if p else np.empty((0, 0))
     sens = diag.sensitivity(jtj_inv, space.names, m, space.t_ref)
     import pandas as pd
 
     res.sensitivity_ = pd.Series(sens, dtype=float, name="within 1% RMS")
-    delta = percentile_covariance(space, sol, jtj_inv)
-    if delta is not None:
+    res.deviance_, res.degrees_of_freedom_ = delta.deviance, m - p
+    res._set_quality("deviance", delta.deviance)
+    if delta.sigma is not None:
         res._set_quality("reduced_chi2", delta.reduced_chi2)
-    res.covariance_ = None if delta is None else delta.cov
+    res.covariance_ = delta.cov
     slices_range = _record_slices(res, opts, space, profile, slices_noise(delta), m)
     wald = WaldIntervals(res.covariance_, space.names, opts.confidence, space.t_ref)
     _record_parameters(res, space, pars, wald, mean_fixed, slices_range, opts.slice_candidates)
@@ -585,12 +709,49 @@ def from_percentiles(
             + diag.identifiability_warnings(sens, space.t_ref, opts.delay)
             + diag.interval_warnings(wald, opts.confidence)):
         res._warn(category, message)
-    res._emit_warnings(stacklevel=3)
+    res.contradictions_ = ()
+    res.candidates_, res._candidate_fits = None, [(res, 1.0)]
     return res
 
 
-# ---------------------------------------------------------------------- pipeline steps
-def _new_result(opts: PercentileOptions, obs: PercentileObservations) -> PercentileFit:
+_CPU_COST_RATIO = 1.25    # a mean from the percentiles this far from the CPU's is a contradiction ...
+_CHI2_1_95 = 3.841        # ... when it also fits significantly better (likelihood ratio, 1 df)
+
+
+def _check_cpu_cost(res: PercentileFit, obs: PercentileObservations, tabled_only: bool) -> None:
+    """Compare the CPU-implied cost (the utilisation law) with the cost the percentiles alone
+    need; a clear disagreement goes in ``contradictions_`` and a warning."""
+    from ..units import format_time
+
+    held = res._space
+    if held.mean_fixed is None:
+        return
+    free = SearchSpace(held.model, obs, held.scv_fixed, None, held.delay_fixed, held.measured_at, tabled_only)
+    dof = obs.q.size - len(free.names)
+    if dof < 1:
+        return       # the percentiles cannot fit the mean apart from the CPU
+    sol = fit_space(free, 60)
+    dev_free = percentile_covariance(free, sol).deviance
+    mean_free = float(free.unpack(sol.theta[None, :])["mean"][0])
+    ratio = mean_free / held.mean_fixed
+    lr = (res.deviance_ - dev_free) / max(1.0, dev_free / dof)
+    res._set_quality("cpu_per_request_from_percentiles", mean_free)
+    if lr <= _CHI2_1_95 or 1 / _CPU_COST_RATIO <= ratio <= _CPU_COST_RATIO:
+        return
+    why = ("CPU is spent outside these requests (GC, timers, other endpoints, other processes in the "
+           "measurement); capacity.fit.from_utilization separates it" if ratio < 1 else
+           "the latencies hold more than CPU: a wait that queues without holding the CPU (a lock, a "
+           "connection pool, a downstream with its own queue), or the CPU measured over fewer cores "
+           "than serve these requests")
+    note = (f"the CPU utilisation implies {format_time(held.mean_fixed)} of CPU per request, but the "
+            f"percentiles alone fit best with {format_time(mean_free)} ({ratio:.2g}x; RMS miss "
+            f"{100 * res.fit_quality_['rms_rel_error']:.0f} % with the CPU's cost, "
+            f"{100 * sol.rms:.0f} % without): {why}")
+    res.contradictions_ = (*res.contradictions_, note)
+    res._warn(FitWarning, f"the data contradict each other: {note}")
+
+
+def _new_result(opts: PercentileOptions, obs: PercentileObservations, measured_at: str) -> PercentileFit:
     """The empty result, named after its model and method."""
     rr_name = ""
     if opts.discipline == "rr":
@@ -598,13 +759,14 @@ def _new_result(opts: PercentileOptions, obs: PercentileObservations) -> Percent
         rr_name = f" ({rr_name}{', idle admission' if opts.admission == 'idle' else ''})"
     res = PercentileFit(
         f"{opts.discipline.upper()} queue{rr_name}, {opts.family} CPU time"
-        + ("" if opts.delay is None else f" + {opts.delay} delay"),
+        + ("" if opts.delay is None else f" + {opts.delay} delay")
+        + ("" if measured_at == "client" else f" (percentiles measured at the {measured_at})"),
         confidence_level=opts.confidence, n_observations=obs.n_obs,
         method="least squares on log percentiles (scipy trust-region reflective); "
                + ("delta-method intervals from n_requests" if obs.have_n
                   else "no intervals (n_requests not given)"),
     )
-    res.discipline, res.family = opts.discipline, opts.family
+    res.discipline, res.family, res.measured_at = opts.discipline, opts.family, measured_at
     res.servers = np.unique(obs.servers).item() if np.unique(obs.servers).size == 1 else obs.servers
     res._servers_default = int(np.max(obs.servers))
     return res
