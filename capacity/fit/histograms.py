@@ -564,7 +564,7 @@ def _result(bm: _BucketModel, data: _Windows, opts, theta, sol, lo_b, hi_b, mean
     res.discipline, res.family, res.measured_at = model.discipline, model.family, measured_at
     res.servers = int(np.unique(data.servers)[0]) if np.unique(data.servers).size == 1 else data.servers
     res._servers_default = int(np.max(data.servers))
-    res._model, res._space, res._theta = model, _PredictionSpace(bm), theta
+    res._model, res._space, res._theta = model, _PredictionSpace(bm, lo_b, hi_b), theta
     pars = bm.unpack(theta[None, :])
     mean, scv_hat = float(pars["mean"][0]), float(pars["scv"][0])
     res.service_ = make_service(model.family, mean, scv_hat)
@@ -693,8 +693,8 @@ def _horizontal_miss(bm: _BucketModel, data: _Windows, theta: np.ndarray, obs_cu
 class _PredictionSpace:
     """What :class:`PercentileFit`'s ``predict`` needs: model quantiles at parameter vectors."""
 
-    def __init__(self, bm: _BucketModel):
-        self.bm = bm
+    def __init__(self, bm: _BucketModel, lo: np.ndarray, hi: np.ndarray):
+        self.bm, self.lo, self.hi = bm, lo, hi        # lo, hi: the search bounds
         self.model = bm.model
 
     def unpack(self, theta: np.ndarray) -> dict:

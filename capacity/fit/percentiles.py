@@ -209,7 +209,11 @@ class PercentileFit(FitResult):
         # eigh, not Cholesky: a near-singular covariance (an unidentified parameter) is allowed.
         w, v = np.linalg.eigh(cov)
         root = v * np.sqrt(np.maximum(w, 0.0))
-        return [(self._space, self._theta[None, :] + rng.standard_normal((n, self._theta.size)) @ root.T)]
+        draws = self._theta[None, :] + rng.standard_normal((n, self._theta.size)) @ root.T
+        # Held within the search bounds: the model's own domain (a PS law beyond the shipped table's
+        # scv is computed point by point, minutes for 400 draws; a mean past the busiest observation's
+        # stability is not a parameter the data allow either).
+        return [(self._space, np.clip(draws, self._space.lo, self._space.hi))]
 
     def _interval_of(self, evaluate, interval: float, shape: tuple, what: str, model_error: bool = True,
                      stacklevel: int = 3):
@@ -762,9 +766,10 @@ def _new_result(opts: PercentileOptions, obs: PercentileObservations, measured_a
         + ("" if opts.delay is None else f" + {opts.delay} delay")
         + ("" if measured_at == "client" else f" (percentiles measured at the {measured_at})"),
         confidence_level=opts.confidence, n_observations=obs.n_obs,
-        method="least squares on log percentiles (scipy trust-region reflective); "
-               + ("delta-method intervals from n_requests" if obs.have_n
-                  else "no intervals (n_requests not given)"),
+        method=("generalised least squares on log percentiles, weighted by their sampling covariance from "
+                "n_requests plus a 1 % floor (scipy trust-region reflective); Wald intervals" if obs.have_n else
+                "least squares on log percentiles (scipy trust-region reflective); no intervals (n_requests "
+                "not given)"),
     )
     res.discipline, res.family, res.measured_at = opts.discipline, opts.family, measured_at
     res.servers = np.unique(obs.servers).item() if np.unique(obs.servers).size == 1 else obs.servers
