@@ -14,7 +14,7 @@ import numpy as np
 
 from ..exceptions import IdentifiabilityWarning
 
-__all__ = ["candidate_families", "candidate_grid", "delay_label", "select"]
+__all__ = ["candidate_families", "candidate_grid", "delay_label", "qaic_scores", "select"]
 
 
 def candidate_families(discipline: str) -> tuple[str, ...]:
@@ -41,6 +41,15 @@ def delay_label(delay) -> str:
     return delay if isinstance(delay, str) else f"{delay:g} s"
 
 
+def qaic_scores(deviance, free, dof) -> tuple[np.ndarray, float]:
+    """``(QAIC per candidate, c)``: ``deviance / c + 2 k``, c the dispersion of the most general
+    candidate (see :func:`select`)."""
+    deviance, free, dof = (np.asarray(a, dtype=float) for a in (deviance, free, dof))
+    general = int(np.lexsort((deviance / np.maximum(dof, 1), -free))[0])
+    c_hat = max(1.0, float(deviance[general] / max(dof[general], 1)))
+    return deviance / c_hat + 2 * free, c_hat
+
+
 def select(fits: list, candidates: list[tuple], deviance: np.ndarray, free: np.ndarray, dof: np.ndarray,
            miss_name: str, miss: Sequence[float]):
     """The candidate with the smallest QAIC, with the comparison table on it.
@@ -55,16 +64,15 @@ def select(fits: list, candidates: list[tuple], deviance: np.ndarray, free: np.n
     """
     import pandas as pd
 
-    deviance, free, dof = (np.asarray(a, dtype=float) for a in (deviance, free, dof))
-    general = int(np.lexsort((deviance / np.maximum(dof, 1), -free))[0])
-    c_hat = max(1.0, float(deviance[general] / max(dof[general], 1)))
-    qaic = deviance / c_hat + 2 * free
+    qaic, c_hat = qaic_scores(deviance, free, dof)
+    free = np.asarray(free, dtype=float)
     delta = qaic - qaic.min()
     weight = np.exp(-0.5 * delta)
     weight /= weight.sum()
     table = pd.DataFrame({
         "discipline": [c[0] for c in candidates], "family": [c[1] for c in candidates],
         "delay": [delay_label(c[2]) for c in candidates],
+        "slices": [np.nan if f.slices_ is None else f.slices_ for f in fits],
         "cpu_per_request": [f.cpu_per_request_ for f in fits], "scv": [f.scv_ for f in fits],
         "free_parameters": free.astype(int), "deviance": deviance, "qaic": qaic, "delta_qaic": delta,
         "weight": weight, miss_name: list(miss)})

@@ -420,7 +420,7 @@ def from_histograms(
         fits.append(_fit_one(data, opts, measured_at))
     best = fits[0]
     if len(fits) > 1:
-        best = select(fits, candidates, [f.deviance_ for f in fits], [len(f._space.bm.names) for f in fits],
+        best = select(fits, candidates, [f.deviance_ for f in fits], [f._n_free for f in fits],
                       [f.degrees_of_freedom_ for f in fits], "rms_log_time_miss",
                       [f.fit_quality_["rms_log_time_miss"] for f in fits])
     best._emit_warnings(stacklevel=3)
@@ -663,7 +663,7 @@ def _result(bm: _BucketModel, data: _Windows, opts, theta, sol, lo_b, hi_b, mean
         if min(theta[i] - lo_b[i], hi_b[i] - theta[i]) < 1e-4 * span:
             res._warn(FitWarning, f"{name} sits on its search bound ({theta[i]:.4g}); the family or "
                                   "model may not suit the data")
-    res.candidates_, res.contradictions_ = None, ()
+    res.candidates_, res.contradictions_, res._n_free = None, (), len(bm.names)
     res._candidate_fits = [(res, 1.0)]
     return res
 

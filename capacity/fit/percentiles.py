@@ -28,7 +28,7 @@ from ._inputs import (
 from ._intervals import WaldIntervals, consistent_slices, percentile_covariance, slices_noise, whitening
 from ._model import MEASURED_AT, TWO_PARAM, QueueModel, check_measured_at, make_service
 from ._result import FitResult
-from ._selection import candidate_families, candidate_grid, select
+from ._selection import candidate_families, candidate_grid, qaic_scores, select
 from ._solve import Profile, SearchSpace, Solution, fit_space, profile_slices
 
 __all__ = ["PercentileFit", "Prediction", "from_percentiles"]
@@ -627,17 +627,46 @@ def from_percentiles(
         nested = without._theta if dl == "constant" and without is not None and opts.delay_fixed is None else None
         fits.append(_fit_model(space, opts, obs, nested))
         kept.append((d, f, dl))
+    top = fits[int(np.argmin(qaic_scores(*_scores(fits))[0]))]
+    if discipline is None and _rr_can_be_told(obs, measured_at, fits, top):
+        # Event-loop round robin lies between them (one slice: FCFS; many: PS): with the best family
+        # and delay so far, its slice count profiled, for either admission rule (1-2 s each).
+        for rule in ("fifo", "idle"):
+            opts = check_percentile_options("rr", top.family, top._model.delay, scv, confidence, max_nfev,
+                                            "fit", rule, slice_delay)
+            fits.append(_fit_model(_search_space(opts, obs, measured_at, tabled_only=family is None), opts, obs))
+            kept.append(("rr" if rule == "fifo" else "rr, idle admission", top.family, top._model.delay))
     best = fits[0]
     if len(fits) > 1:
-        best = select(fits, kept, [f.deviance_ for f in fits], [len(f._space.names) for f in fits],
-                      [f.degrees_of_freedom_ for f in fits], "rms_rel_error",
-                      [f.fit_quality_["rms_rel_error"] for f in fits])
+        best = select(fits, kept, *_scores(fits), "rms_rel_error", [f.fit_quality_["rms_rel_error"] for f in fits])
     _check_cpu_cost(best, obs, tabled_only=family is None)
     best._emit_warnings(stacklevel=3)
     return best
 
 
 # ---------------------------------------------------------------------- pipeline steps
+def _scores(fits: list) -> tuple[list, list, list]:
+    """(deviance, free parameters, residual degrees of freedom) of each candidate fit; a profiled
+    slice count is a free parameter."""
+    return ([f.deviance_ for f in fits], [f._n_free for f in fits], [f.degrees_of_freedom_ for f in fits])
+
+
+_RR_TRIED_ABOVE = 4.0     # reduced chi-square of the best PS/FCFS candidate above which rr is fitted too
+
+
+def _rr_can_be_told(obs: PercentileObservations, measured_at: str, fits: list, top: PercentileFit) -> bool:
+    """Whether round robin is worth its candidates (each a profile over slice counts, 1-2 s): the
+    best PS or FCFS model misses the percentiles by more than twice their precision (reduced
+    chi-square above 4; the true model gives 1-4 on simulated days, up to 11 with very heavy
+    tails), and rr can be told apart -- only by how the percentiles change with load, so the
+    observations span loads (the busiest at least 1.5x the least busy), are timed where the queue
+    is seen, and outnumber its parameters."""
+    spread = float(np.max(obs.lam) / np.min(obs.lam))
+    misfit = top.deviance_ / max(top.degrees_of_freedom_, 1) > _RR_TRIED_ABOVE
+    return (misfit and measured_at != "in_process" and spread >= 1.5
+            and obs.q.size > max(f._n_free for f in fits) + 1)
+
+
 def _search_space(opts: PercentileOptions, obs: PercentileObservations, measured_at: str,
                   tabled_only: bool) -> SearchSpace:
     """The queue model of one candidate and its search space (the mean held by the utilisation law
@@ -694,7 +723,8 @@ def _fit_model(space: SearchSpace, opts: PercentileOptions, obs: PercentileObser
     import pandas as pd
 
     res.sensitivity_ = pd.Series(sens, dtype=float, name="within 1% RMS")
-    res.deviance_, res.degrees_of_freedom_ = delta.deviance, m - p
+    res.deviance_, res.degrees_of_freedom_ = delta.deviance, m - p - (profile is not None)
+    res._n_free = p + (profile is not None)
     res._set_quality("deviance", delta.deviance)
     if delta.sigma is not None:
         res._set_quality("reduced_chi2", delta.reduced_chi2)
