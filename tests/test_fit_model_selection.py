@@ -215,3 +215,17 @@ def test_cpu_cost_that_contradicts_the_percentiles_is_said():
         rec["utilization"] = 0.02 * r
     honest = _quiet(recs, discipline="fcfs", family="lognormal", delay=None)
     assert honest.contradictions_ == () and honest.ceiling({0.99: 0.5}).contradictions == ()
+
+
+def test_a_multi_core_event_loop_ceiling_names_the_node_cluster_reading():
+    """A PS fit on four cores plans one four-core queue; the ceiling's text says that four Node.js
+    workers are four one-core event loops, to be planned per worker.  FCFS (a worker pool on four
+    cores) and one core say nothing of it."""
+    svc = Service.exponential(0.02)
+    obs = {q: float(ps.response_quantile(q, 120.0, svc, servers=4)) for q in QS}
+    fit = _quiet(obs, 120.0, servers=4, discipline="ps", family="exponential", delay=None)
+    assert "4 one-core queues, not one 4-core processor-sharing queue" in str(fit.ceiling({0.99: 0.2}))
+    pool = _quiet(obs, 120.0, servers=4, discipline="fcfs", family="exponential", delay=None)
+    one = _quiet({q: float(ps.response_quantile(q, 30.0, svc)) for q in QS}, 30.0, discipline="ps",
+                 family="exponential", delay=None)
+    assert "Node.js" not in str(pool.ceiling({0.99: 0.2})) and "Node.js" not in str(one.ceiling({0.99: 0.2}))

@@ -293,6 +293,15 @@ class PercentileFit(FitResult):
                  if self.discipline == "rr" else {})
         c = qps_ceiling(self.service_, self._servers_default, slo, discipline=self.discipline,
                         delay=float(self.delay_ or 0.0), **extra)
+        n = self._servers_default
+        if self.discipline in ("ps", "rr") and n > 1:
+            import dataclasses
+
+            # The commonest misreading of a multi-core event-loop fit: a Node.js cluster.
+            c = dataclasses.replace(c, explanation=(
+                f"{c.explanation} If the {n} servers are Node.js cluster workers, each worker is its own event "
+                f"loop with its share of the traffic: {n} one-core queues, not one {n}-core processor-sharing "
+                "queue -- fit one worker (servers=1, its own rate and CPU) and plan per worker."))
         if interval is not None:
             from ._inputs import check_confidence
 
