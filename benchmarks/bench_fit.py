@@ -75,18 +75,20 @@ def main() -> None:
     ps_ln = dict(zip(Q.tolist(), ps.response_quantile(Q, LAM, svc)))
     two_cores = dict(zip(Q.tolist(), fcfs.response_quantile(Q, 2 * LAM, svc, 2)))
 
-    from_percentiles(one, LAM, discipline="fcfs")          # warm-up (imports, caches)
+    fixed = dict(family="lognormal", delay=None)          # one model: no selection
+    from_percentiles(one, LAM, discipline="fcfs", **fixed)          # warm-up (imports, caches)
     rows = []
     print(f"one from_percentiles fit (4 percentiles, E[S] = {1e3 * MEAN:g} ms), target {TARGET_MS:g} ms")
     cases = [
-        ("FCFS lognormal, 1 load", lambda: from_percentiles(one, LAM, discipline="fcfs"), 5),
-        ("FCFS lognormal, 3 loads", lambda: from_percentiles(three, discipline="fcfs"), 5),
+        ("FCFS lognormal, 1 load", lambda: from_percentiles(one, LAM, discipline="fcfs", **fixed), 5),
+        ("FCFS lognormal, 3 loads", lambda: from_percentiles(three, discipline="fcfs", **fixed), 5),
         ("FCFS lognormal + delay",
-         lambda: from_percentiles(delayed, LAM, discipline="fcfs", delay="constant"), 5),
-        ("PS exponential, 1 load", lambda: from_percentiles(ps_exp, LAM, family="exponential"), 5),
-        ("PS lognormal, 1 load", lambda: from_percentiles(ps_ln, LAM, family="lognormal"), 5),
+         lambda: from_percentiles(delayed, LAM, discipline="fcfs", family="lognormal", delay="constant"), 5),
+        ("PS exponential, 1 load",
+         lambda: from_percentiles(ps_exp, LAM, discipline="ps", family="exponential", delay=None), 5),
+        ("PS lognormal, 1 load", lambda: from_percentiles(ps_ln, LAM, discipline="ps", **fixed), 5),
         ("FCFS lognormal, 2 cores",
-         lambda: from_percentiles(two_cores, 2 * LAM, servers=2, discipline="fcfs"), 5),
+         lambda: from_percentiles(two_cores, 2 * LAM, servers=2, discipline="fcfs", **fixed), 5),
     ]
     for name, func, rep in cases:
         ms, res = best_ms(func, rep)
@@ -107,10 +109,28 @@ def main() -> None:
     print(f"  PS lognormal, 1 load        {ms_l:9.1f} ms   E[S] = {1e3 * m_l:.3f} ms, "
           f"{nfev_l} evaluations; ratio = {ms_l / rows[4][1]:.1f}x")
 
+    selection(one, three, rows)
     slow_models()
     distribution_fits()
     histogram_fits()
     utilization_fit()
+
+
+def selection(one: dict, three: list, rows: list) -> None:
+    """from_percentiles with nothing but the data: 8 candidates (10 where rr is tried too), against
+    the one-model fit of the same data in this process."""
+    from capacity import rr
+
+    svc = Service.lognormal(0.01, 1.0)
+    rr_days = [{"percentiles": dict(zip(Q.tolist(), rr.response_quantile(Q, r, svc, slices=5))), "arrival_rate": r,
+                "utilization": 0.01 * r} for r in (20.0, 40.0, 60.0)]
+    print("\nfrom_percentiles choosing its model (QAIC over the candidates), against one model")
+    for name, data, lam, base in (("1 load", one, LAM, rows[0][1]), ("3 loads", three, None, rows[1][1]),
+                                  ("3 loads of an rr queue", rr_days, None, None)):
+        ms, res = best_ms(lambda: from_percentiles(data, lam), 3)
+        ratio = "" if base is None else f"; {ms / base:.1f}x the one-model fit"
+        print(f"  {name:24s} {ms:9.1f} ms   {len(res.candidates_)} candidates, chose {res.discipline} {res.family}"
+              f"{ratio}")
 
 
 def slow_models() -> None:

@@ -560,8 +560,13 @@ def from_percentiles(
     6.5).  ``candidates_`` lists them with their Akaike weights, and the
     prediction intervals mix the candidates by weight.  At one low load every
     discipline fits about equally: the warning says so, and the intervals
-    are as wide as the candidates' disagreement.  rr is a candidate only when
-    given (its quantiles cost about a second per evaluation).
+    are as wide as the candidates' disagreement.  Event-loop round robin
+    (one slice is FCFS, many approach PS) joins the candidates where the
+    best of these misses the percentiles by more than twice their precision
+    (reduced chi-square above 4) and the observations span loads (1.5x):
+    with the best family and delay, its slice count profiled, for admission
+    ``"fifo"`` and ``"idle"`` -- about 2 s more (``benchmarks/bench_fit.py``:
+    87 ms for the 8 candidates at one load, 24x one model; 2.2 s with rr).
 
     Consistency: with ``utilization`` the mean comes from the CPU; where the
     percentiles outnumber the free parameters, the chosen model is also fitted
