@@ -22,7 +22,7 @@ from ._intervals import WaldIntervals
 from ._model import MEASURED_AT, SCV_DOMAIN, TWO_PARAM, QueueModel, check_measured_at, make_service, measured_quantiles
 from ._selection import candidate_families, candidate_grid, select
 from ._solve import unpack_parameters
-from .percentiles import PercentileFit
+from ._fitted import PercentileFit
 
 __all__ = ["HistogramFit", "MEASURED_AT", "from_histograms"]
 

@@ -1,0 +1,359 @@
+"""What a fitted queue model answers: predictions with intervals, and ceilings checked against the data.
+
+:class:`PercentileFit` is the result of :func:`capacity.fit.from_percentiles` and the base of
+:class:`capacity.fit.histograms.HistogramFit`: ``predict``, ``predict_mean`` and ``ceiling``, each
+with an optional interval (:class:`Prediction`) over the fit's parameter draws and, when the model
+was chosen from the data, over the candidate models by weight.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from .._checks import check_positive, check_servers
+from ..distributions import Service
+from ._model import make_service
+from ._result import FitResult
+
+__all__ = ["PercentileFit", "Prediction"]
+
+ArrayLike = Any
+
+
+# ---------------------------------------------------------------------- result
+class Prediction(NamedTuple):
+    """A predicted value with its interval: ``estimate`` (the fit's), ``low`` and ``high``."""
+
+    estimate: Any
+    low: Any
+    high: Any
+
+
+class PercentileFit(FitResult):
+    """Result of :func:`from_percentiles`.
+
+    Attributes
+    ----------
+    service_ : capacity.Service
+        The fitted CPU service-time distribution (the queue's service).
+    cpu_per_request_ : float
+        E[S], CPU seconds per request.
+    scv_ : float
+        Squared coefficient of variation of the service time (fixed by the
+        family for exponential, 1, and deterministic, 0).
+    delay_ : float, capacity.Service or None
+        The non-CPU latency: seconds (``delay="constant"``), a lognormal
+        :class:`~capacity.Service` (``delay="lognormal"``; a distribution of
+        latency, it holds no CPU), or None.
+    capacity_qps_ : float
+        ``servers / cpu_per_request_``: the request rate at which the CPU is
+        100 % busy (the hard ceiling, not a safe operating point).
+    residuals_ : ndarray
+        log(model / observed) per percentile.
+    comparison_ : pandas.DataFrame
+        Observed vs model per percentile (also in ``tables_``).
+    covariance_ : ndarray or None
+        Covariance of the search parameters (log mean, log scv, ...) from the
+        sampling error of the percentiles; None without ``n_requests``.
+    sensitivity_ : pandas.Series
+        How far each parameter can move (a factor, or seconds for a constant
+        delay) while the model percentiles change by at most 1 % RMS: the
+        identifiability diagnostic that does not need a sample size.
+    slices_, slices_range_, admission_, slice_delay_
+        ``discipline="rr"`` only (None otherwise): the fitted or held slice
+        count, the counts consistent with the data, and the admission rule
+        and slice delay (seconds) the model used, as given.
+    measured_at : str
+        Where the latencies were timed (predictions are of the client's view).
+    deviance_, degrees_of_freedom_ : float, int
+        ``r^T Sigma^-1 r`` of the log residuals (see Notes of
+        :func:`from_percentiles`) and the percentiles less the free parameters.
+    candidates_ : pandas.DataFrame or None
+        When the model was chosen from the data: every candidate (discipline,
+        family, delay) with its estimates, deviance, QAIC, ``delta_qaic`` and
+        Akaike weight, best first.
+    contradictions_ : tuple of str
+        Where the data contradict each other (the CPU-implied cost against the
+        percentiles); empty when they agree.  :meth:`ceiling` repeats them.
+    """
+
+    discipline: str
+    servers: Any
+    family: str
+
+    def predict(self, q: ArrayLike, arrival_rate: ArrayLike, servers: ArrayLike | None = None,
+                interval: float | None = None):
+        """Model latency quantile(s) at ``arrival_rate`` (req/s), seconds; broadcasts q and rate.
+
+        Includes the fitted non-CPU delay.  ``inf`` where the load is unstable.
+
+        With ``interval`` (a coverage such as 0.9) returns ``Prediction(estimate, low, high)``:
+        the central ``interval`` range of the prediction over parameter sets drawn from the
+        fit's approximate sampling distribution (normal in the search parameters, mean the
+        estimate, covariance ``covariance_``; 400 draws, seeded, so the answer is repeatable)
+        and, for a fit that chose its model from the data, over the candidate models in
+        proportion to their Akaike weights, each draw multiplied by ``exp(m Z)`` for the
+        fit's own miss of its data ``m`` (RMS relative error of the percentiles; for histograms
+        the RMS miss in log time at the bucket bounds), the model error made explicit.
+        ``high`` is ``inf`` where some plausible
+        parameters make the queue unstable at that load.  Without a covariance
+        (:func:`from_percentiles` without ``n_requests``) the bounds are NaN and a warning
+        names what is missing.  Predicting above the busiest observed utilisation warns that
+        it extrapolates.
+        """
+        from .._checks import check_quantile
+        from ._inputs import check_confidence
+
+        qq = check_quantile(q, "q")
+        lam = check_positive(arrival_rate, "arrival_rate")
+        srv = check_servers(self._servers_default if servers is None else servers, "servers")
+        shape = np.broadcast_shapes(qq.shape, lam.shape, srv.shape)
+        qb, lb, sb = (np.broadcast_to(a, shape).ravel() for a in (qq, lam, srv))
+        sb = sb.astype(np.int64)
+        out = self._space.quantiles_at(self._theta[None, :], qb, lb, sb)[0].reshape(shape)
+        if interval is None:
+            return out.item() if out.ndim == 0 else out
+        check_confidence(interval)
+        self._warn_extrapolation(lb, sb)
+
+        def quantiles(space, thetas):
+            x = np.asarray(space.quantiles_at(thetas, qb, lb, sb), dtype=float)
+            return np.where(np.isfinite(x), x, np.inf)
+
+        low, high = self._interval_of(quantiles, interval, qb.shape, "prediction")
+        pick = (lambda a: a.reshape(shape).item() if not shape else a.reshape(shape))
+        return Prediction(out.item() if out.ndim == 0 else out, pick(low), pick(high))
+
+    def predict_mean(self, arrival_rate: ArrayLike, servers: ArrayLike | None = None,
+                     interval: float | None = None):
+        """Model mean response time at ``arrival_rate`` (req/s), seconds, the fitted delay included
+        (``fcfs``/``ps``/``rr`` ``mean_response`` of the fitted service); ``inf`` where unstable.
+
+        With ``interval``: ``Prediction(estimate, low, high)`` over the same parameter draws and
+        candidate models as :meth:`predict`.
+        """
+        lam = check_positive(arrival_rate, "arrival_rate")
+        srv = check_servers(self._servers_default if servers is None else servers, "servers")
+        shape = np.broadcast_shapes(lam.shape, srv.shape)
+        lb, sb = (np.broadcast_to(a, shape).ravel() for a in (lam, srv))
+        est = self._mean_at(self._space, self._theta[None, :], lb, sb)[0].reshape(shape)
+        pick = (lambda a: a.reshape(shape).item() if not shape else a.reshape(shape))
+        if interval is None:
+            return pick(est)
+        from ._inputs import check_confidence
+
+        check_confidence(interval)
+        self._warn_extrapolation(lb, sb)
+        low, high = self._interval_of(lambda space, thetas: self._mean_at(space, thetas, lb, sb), interval,
+                                      lb.shape, "prediction")
+        return Prediction(pick(est), pick(low), pick(high))
+
+    @staticmethod
+    def _mean_at(space, thetas: np.ndarray, lam: np.ndarray, servers: np.ndarray) -> np.ndarray:
+        """Mean response (K, N) for K parameter vectors of one model at N (rate, servers)."""
+        from .. import fcfs, ps, rr
+
+        model = space.model
+        params = space.unpack(thetas)
+        svc = make_service(model.family, params["mean"][:, None], params["scv"][:, None])
+        with np.errstate(all="ignore"):
+            if model.discipline == "rr":
+                t = rr.mean_response(lam, svc, servers, slices=model.slices, slice_delay=model.slice_delay,
+                                     admission=model.admission)
+            else:
+                t = (fcfs if model.discipline == "fcfs" else ps).mean_response(lam, svc, servers)
+        t = np.asarray(t, dtype=float)
+        if "delay" in params:
+            t = t + params["delay"][:, None]
+        elif "delay_mean" in params:
+            t = t + params["delay_mean"][:, None]
+        return np.where(np.isfinite(t), t, np.inf)
+
+    _N_DRAWS = 400
+
+    def _draw_sets(self, n: int) -> list:
+        """[(space, thetas)]: parameter sets drawn from the sampling distribution of each candidate
+        model with weight (one model alone unless the fit chose it from the data), in proportion to
+        its Akaike weight -- the model uncertainty next to the parameters'."""
+        sets = []
+        for fit, weight in getattr(self, "_candidate_fits", [(self, 1.0)]):
+            k = int(round(n * weight))
+            if weight >= 0.01 and k > 0:
+                sets += fit._own_draws(k)
+        return sets
+
+    def _own_draws(self, n: int) -> list:
+        """[(space, thetas)]: parameter sets drawn from this fit's own sampling distribution."""
+        if not self._theta.size:
+            return [(self._space, self._theta[None, :])]
+        if self.covariance_ is None:
+            return []
+        rng = np.random.default_rng(20261203)
+        cov = 0.5 * (self.covariance_ + self.covariance_.T)
+        # eigh, not Cholesky: a near-singular covariance (an unidentified parameter) is allowed.
+        w, v = np.linalg.eigh(cov)
+        root = v * np.sqrt(np.maximum(w, 0.0))
+        draws = self._theta[None, :] + rng.standard_normal((n, self._theta.size)) @ root.T
+        # Held within the search bounds: the model's own domain (a PS law beyond the shipped table's
+        # scv is computed point by point, minutes for 400 draws; a mean past the busiest observation's
+        # stability is not a parameter the data allow either).
+        return [(self._space, np.clip(draws, self._space.lo, self._space.hi))]
+
+    def _interval_of(self, evaluate, interval: float, shape: tuple, what: str, model_error: bool = True,
+                     stacklevel: int = 3):
+        """Central ``interval`` range of ``evaluate(space, thetas)`` (K draws x N points) over the
+        parameter draws of every model with weight, each value times the model error when asked;
+        NaN, with a warning naming what is missing, without a covariance."""
+        sets = self._draw_sets(self._N_DRAWS)
+        if not sets:
+            import warnings
+
+            from ..exceptions import IdentifiabilityWarning
+
+            warnings.warn(f"no {what} interval: the fit has no covariance (give n_requests, the requests "
+                          "behind each set of percentiles)", IdentifiabilityWarning, stacklevel=stacklevel)
+            return np.full(shape, np.nan), np.full(shape, np.nan)
+        with np.errstate(all="ignore"):
+            allx = np.concatenate([np.asarray(evaluate(space, thetas), dtype=float) for space, thetas in sets],
+                                  axis=0)
+        if model_error:
+            allx = self._with_model_error(allx)
+        tail = 0.5 * (1.0 - interval)
+        return np.quantile(allx, tail, axis=0), np.quantile(allx, 1.0 - tail, axis=0)
+
+    def _model_error(self) -> float:
+        """The fit's own miss of its data, on the log scale (RMS relative error of the percentiles)."""
+        value = float(self.fit_quality_.get("rms_rel_error", 0.0))
+        return value if math.isfinite(value) else 0.0
+
+    def _with_model_error(self, draws: np.ndarray) -> np.ndarray:
+        """Each draw times ``exp(m Z)``, Z standard normal (seeded), m :meth:`_model_error`: how far
+        the model missed the data it came from, carried into the prediction as a model error of
+        that size (conservative: the miss holds some sampling noise too)."""
+        m = self._model_error()
+        if m <= 0:
+            return draws
+        rng = np.random.default_rng(31)
+        with np.errstate(invalid="ignore"):
+            return draws * np.exp(m * rng.standard_normal(draws.shape))
+
+    def _warn_extrapolation(self, lb, sb) -> None:
+        seen = float(self.fit_quality_.get("max_utilization", np.nan))
+        asked = float(np.max(lb * self.cpu_per_request_ / sb))
+        if np.isfinite(seen) and asked > seen * 1.15:
+            import warnings
+
+            from ..exceptions import IdentifiabilityWarning
+
+            warnings.warn(f"extrapolating: the prediction is at utilisation {asked:.2f}, the busiest "
+                          f"observation was at {seen:.2f}; the interval covers the fit's parameter "
+                          "uncertainty, not a change of behaviour above what was seen (windows at "
+                          f"utilisation near {min(asked, 0.95):.2f} would test it)",
+                          IdentifiabilityWarning, stacklevel=3)
+
+    def ceiling(self, slo: Mapping[float, float], interval: float | None = None):
+        """Highest request rate meeting ``slo`` ({q: seconds}), via :func:`capacity.plan.qps_ceiling`.
+
+        Only for no delay or a constant delay (which shrinks each threshold).
+
+        With ``interval`` (a coverage such as 0.9) returns ``Prediction(estimate, low, high)``:
+        ``estimate`` the :class:`~capacity.plan.Ceiling` as without it, ``low`` and ``high``
+        the central range of the ceiling (QPS) over the parameter draws of :meth:`predict`
+        (and the candidate models by weight), each draw's ceiling from one vectorised
+        :func:`~capacity.plan.qps_ceiling`; a fitted constant delay is held at each model's
+        estimate (its spread is left out).  NaN bounds, with a warning, without a covariance.
+
+        The answer is checked against the data the fit came from: where an observation at a
+        higher rate than the ceiling already met the SLO, the ceiling contradicts the data,
+        and ``contradictions`` and the explanation say so next to the number (which stays
+        the model's: the observation is the lower bound to trust).
+        """
+        from ..plan import qps_ceiling
+
+        if isinstance(self.delay_, Service):
+            raise NotImplementedError("ceiling() supports no delay or a constant delay; "
+                                      "use predict() on a grid")
+        extra = ({"slices": self.slices_, "admission": self.admission_, "slice_delay": self.slice_delay_}
+                 if self.discipline == "rr" else {})
+        c = qps_ceiling(self.service_, self._servers_default, slo, discipline=self.discipline,
+                        delay=float(self.delay_ or 0.0), **extra)
+        n = self._servers_default
+        if self.discipline in ("ps", "rr") and n > 1:
+            import dataclasses
+
+            # The commonest misreading of a multi-core event-loop fit: a Node.js cluster.
+            c = dataclasses.replace(c, explanation=(
+                f"{c.explanation} If the {n} servers are Node.js cluster workers, each worker is its own event "
+                f"loop with its share of the traffic: {n} one-core queues, not one {n}-core processor-sharing "
+                "queue -- fit one worker (servers=1, its own rate and CPU) and plan per worker."))
+        if interval is not None:
+            from ._inputs import check_confidence
+
+            check_confidence(interval)
+            return Prediction(self._checked_ceiling(c), *self._ceiling_bounds(c.slo, interval))
+        return self._checked_ceiling(c)
+
+    def _ceiling_bounds(self, slo: dict, interval: float) -> tuple[float, float]:
+        from ..plan import qps_ceiling
+
+        def ceilings(space, thetas):
+            model = space.model
+            params = space.unpack(thetas)
+            svc = make_service(model.family, params["mean"], params["scv"])
+            delay = float(np.median(params["delay"])) if "delay" in params else 0.0
+            extra = ({"slices": model.slices, "admission": model.admission, "slice_delay": model.slice_delay}
+                     if model.discipline == "rr" else {})
+            got = qps_ceiling(svc, self._servers_default, slo, discipline=model.discipline, delay=delay, **extra)
+            return np.atleast_1d(np.asarray(got.qps, dtype=float))
+
+        low, high = self._interval_of(ceilings, interval, (), "ceiling", model_error=False, stacklevel=4)
+        return float(low), float(high)
+
+    def _checked_ceiling(self, c):
+        """The ceiling with what it contradicts in the data said next to it: an observation at a
+        higher rate that met the SLO, and the fit's own contradictions (``contradictions_``)."""
+        import dataclasses
+
+        from ..units import format_rate
+
+        if np.ndim(c.qps) != 0:
+            return c
+        notes = []
+        # The busiest observation that met the SLO, if it is above the ceiling.
+        rate, evidence = next(iter(self._slo_held(c.slo)), (0.0, ""))
+        if rate > float(c.qps) * 1.001:
+            notes.append(f"this contradicts the data: at {format_rate(rate)} the observed {evidence} met the SLO, "
+                         f"so the service carries at least {format_rate(rate)}; the model misses its own data "
+                         f"(RMS error {self._miss_text()}) -- trust the observation, and fit another "
+                         "discipline, family or delay")
+        notes += [f"the data contradict each other: {n}" for n in self.contradictions_]
+        if not notes:
+            return c
+        text = " ".join(f"{n[0].upper()}{n[1:]}." for n in notes)
+        return dataclasses.replace(c, explanation=f"{c.explanation} {text}", contradictions=tuple(notes))
+
+    def _slo_held(self, slo: dict) -> list[tuple[float, str]]:
+        """(rate, what was seen) for each observation whose measured percentiles met every SLO
+        percentile it measured, busiest first."""
+        from ..units import format_quantile, format_time
+
+        comp = self.comparison_
+        out = []
+        for rate, rows in comp.groupby("arrival_rate"):
+            seen = {float(q): float(t) for q, t in zip(rows["q"], rows["observed"])}
+            common = [q for q in slo if q in seen]
+            if common and all(seen[q] <= slo[q] for q in common):
+                out.append((float(rate), ", ".join(f"{format_quantile(q)} {format_time(seen[q])}" for q in common)))
+        return sorted(out, reverse=True)
+
+    def _miss_text(self) -> str:
+        rms = self.fit_quality_.get("rms_rel_error", math.nan)
+        return f"{100 * float(rms):.0f} %"
+
+    def _description(self) -> dict:
+        return {"discipline": self.discipline, "family": self.family, "servers": self.servers,
+                "delay": self._model.delay, "slices": self.slices_, "admission": self.admission_,
+                "slice_delay": self.slice_delay_}
