@@ -1015,6 +1015,10 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="smoke run: small handlers, 2 points, ~25 s")
+    p.add_argument("--user-path", action="store_true",
+                   help="the user's path instead: a compressed day scraped by a real Prometheus, fitted with "
+                        "capacity.fit.from_prometheus from the URL, metric and time range alone, the peak at "
+                        "70 and 80 %% CPU measured and compared (validation/user_path.py)")
     p.add_argument("--out", default=None, help="output directory (default validation/results[-quick])")
     p.add_argument("--utils", default=None, help="target utilisations, comma-separated")
     p.add_argument("--handlers", default=None, help="comma-separated subset: full mode "
@@ -1087,6 +1091,12 @@ def parse_args(argv=None):
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    if args.user_path:
+        import user_path     # validation/ is on sys.path when run as a script
+
+        out = Path(args.out) if args.out else HERE / ("results-user-path" + ("-quick" if args.quick else ""))
+        user_path.run(out, quick=args.quick, seed=args.seed)
+        return 0
     res = repredict(args) if args.repredict else sweep(args)
     pts = [r for r in res["points"] if r.get("kind") == "point"]
     return 0 if pts and all(r.get("status") == "ok" for r in pts) else 1

@@ -7,11 +7,16 @@
 //        [--host 127.0.0.1] [--warm-sockets 64] [--max-sockets 4096]
 //        [--drain-timeout 15] [--spin-ms 2]
 //        [--max-p99-lag-ms 1] [--max-mean-lag-frac 0.01] [--server-stats 1|0]
+//   node loadgen.js --port N --path P --schedule day.json ...
 //
 // Schedule.  Interarrival times are exponential with mean 1/rate, drawn from
 // a seeded mulberry32 PRNG, so a (rate, seed) pair always gives the same
-// schedule.  The run stops scheduling at --count requests or --duration
-// seconds, whichever comes first, then waits at most --drain-timeout seconds
+// schedule.  With --schedule FILE (a JSON list of [seconds, rate] phases,
+// instead of --rate) the rate is piecewise constant: within each phase the
+// gaps are exponential at its rate, restarted at the phase's start (exact
+// for a non-homogeneous Poisson process: the exponential is memoryless), and
+// --duration defaults to the phases' total.  The run stops scheduling at
+// --count requests or --duration seconds, whichever comes first, then waits at most --drain-timeout seconds
 // for the responses still outstanding (those count as failed, status -1).
 //
 // Sending.  Each request is fired at its scheduled time with http.request,
@@ -95,9 +100,18 @@ function parseArgs(argv) {
     } else if (a === '--path') o.path = v;
     else if (a === '--out') o.out = v;
     else if (a === '--host') o.host = v;
+    else if (a === '--schedule') o.phases = readPhases(v);
     else usage(`unknown argument ${a}`);
   }
-  if (o.port === null || o.path === null || o.rate === null) usage('--port, --path and --rate are required');
+  if (o.phases) {
+    if (o.rate !== null) usage('give --rate or --schedule, not both');
+    const total = o.phases.reduce((acc, [sec]) => acc + sec, 0);
+    if (!argv.includes('--duration')) o.duration = total;
+    o.rate = o.phases.reduce((acc, [sec, r]) => acc + sec * r, 0) / total;   // the mean rate
+  } else {
+    o.phases = null;
+  }
+  if (o.port === null || o.path === null || o.rate === null) usage('--port, --path and --rate (or --schedule) are required');
   if (!(o.rate > 0)) usage('--rate must be > 0');
   if (!(o.count >= 1) || !(o.duration > 0)) usage('--count and --duration must be positive');
   if (!['127.0.0.1', 'localhost', '::1'].includes(o.host)) usage('loopback hosts only');
@@ -117,15 +131,35 @@ function mulberry32(seed) {
   };
 }
 
-function schedule(rate, count, durationS, seed) {
+function readPhases(file) {
+  let phases;
+  try {
+    phases = JSON.parse(fs.readFileSync(file, 'utf8'));
+  } catch (e) {
+    usage(`--schedule ${file}: ${e.message}`);
+  }
+  if (!Array.isArray(phases) || phases.length === 0
+      || !phases.every((p) => Array.isArray(p) && p.length === 2 && p[0] > 0 && p[1] >= 0)) {
+    usage(`--schedule ${file}: want a non-empty JSON list of [seconds > 0, rate >= 0] pairs`);
+  }
+  return phases;
+}
+
+function schedule(rate, count, durationS, seed, phases) {
   const rand = mulberry32(seed);
-  const meanMs = 1000 / rate;
   const out = [];
-  let t = 0;
-  for (;;) {
-    t += -Math.log(1 - rand()) * meanMs; // 1 - u is in (0, 1]
-    if (out.length >= count || t > durationS * 1000) break;
-    out.push(t);
+  const list = phases || [[durationS, rate]];
+  let begin = 0;
+  for (const [sec, r] of list) {
+    const stop = Math.min(begin + sec * 1000, durationS * 1000);
+    let t = begin;
+    while (r > 0) {
+      t += -Math.log(1 - rand()) * (1000 / r); // 1 - u is in (0, 1]
+      if (out.length >= count || t > stop) break;
+      out.push(t);
+    }
+    begin += sec * 1000;
+    if (out.length >= count || begin >= durationS * 1000) break;
   }
   return out;
 }
@@ -140,7 +174,7 @@ function quantile(sorted, q) {
 
 function main() {
   const o = parseArgs(process.argv);
-  const sched = schedule(o.rate, o.count, o.duration, o.seed);
+  const sched = schedule(o.rate, o.count, o.duration, o.seed, o.phases);
   const n = sched.length;
   const sent = new Float64Array(n).fill(NaN);
   const end = new Float64Array(n).fill(NaN);
@@ -263,6 +297,7 @@ function main() {
       ok,
       path: o.path,
       rate: o.rate,
+      phases: o.phases,
       seed: o.seed,
       scheduled: n,
       completed: n - failed.length,

@@ -1,0 +1,260 @@
+"""The user's path, proven on the real validation server: a compressed day of traffic scraped by a
+real Prometheus, fitted from the dashboard's own numbers only, then the peak measured and compared.
+
+For each handler:
+
+1. Start the Koa server with ``--metrics`` (prom-client: a histogram timed in the middleware, the
+   default process metrics) and Debian's Prometheus scraping it every 5 s on loopback.
+2. Play a *compressed day* (:func:`compressed_day`): troughs, a morning ramp, a busy afternoon,
+   noise and short bursts, between about 10 % and 55 % CPU, with the open-loop generator's
+   ``--schedule``.
+3. The user's fit: :func:`capacity.fit.from_prometheus` with the URL, the metric and the day's
+   time range -- no discipline, family, admission, slices or delay, nothing measured inside the
+   server beyond what it exports.  (``step``, the window length of the query, is the one query
+   option: a compressed day is minutes long, not 24 h.)
+4. The peak: Poisson load at the rates the fit puts at 70 % and 80 % CPU, the generator's own
+   latencies (what clients see) against ``predict`` and ``predict_mean`` with 90 % intervals.
+
+Writes ``DIR/user_path.csv`` (one row per handler and load), ``DIR/user_path.txt`` (the table and
+each fit's summary), ``DIR/user_path.png`` and ``DIR/summary.json``.  Run through
+``python validation/run.py --user-path --out DIR [--quick]``.
+"""
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import json
+import math
+import pathlib
+import shutil
+import subprocess
+import sys
+import time
+import warnings
+
+import numpy as np
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+SERVER = ROOT / "validation" / "server" / "server.js"
+LOADGEN = ROOT / "validation" / "loadgen" / "loadgen.js"
+METRIC = "http_request_duration_fine_seconds"     # the finer of the server's two histograms
+SCRAPE_S = 5.0
+LOW_UTIL, HIGH_UTIL = 0.10, 0.55                  # the day's CPU range
+PEAK_UTILS = (0.7, 0.8)
+
+
+@dataclasses.dataclass(frozen=True)
+class DayHandler:
+    """A handler of the validation server and its nominal CPU per request (to size the day)."""
+
+    name: str
+    path: str
+    cpu_ms: float
+
+
+FULL = [DayHandler("cpu", "/cpu?ms=11", 11.0),
+        DayHandler("sliced", "/sliced?k=5&ms=2.2&yield=timeout", 11.0),
+        DayHandler("sliced-immediate", "/sliced?k=5&ms=2.2&yield=immediate", 11.0),
+        DayHandler("mix", "/mix?cpu=6&io=20&k=2", 6.0)]
+QUICK = [DayHandler("cpu", "/cpu?ms=5", 5.0)]
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    day_s: float          # length of the compressed day
+    step_s: float         # window of the fit's query
+    peak_s: float         # seconds of load per peak point
+    warmup_s: float       # seconds dropped at the start of each peak point
+
+
+FULL_SETTINGS = Settings(day_s=720.0, step_s=30.0, peak_s=90.0, warmup_s=5.0)
+QUICK_SETTINGS = Settings(day_s=60.0, step_s=10.0, peak_s=15.0, warmup_s=2.0)
+
+
+# --------------------------------------------------------------------------- the day
+def compressed_day(seconds: float, low: float, high: float, seed: int = 1, phase_s: float = 5.0) -> list:
+    """Phases ``[[seconds, rate], ...]`` of a day squeezed into ``seconds``: a night trough at
+    ``low``, a morning ramp, a noisy working day, a busy afternoon at ``high``, an evening decline;
+    each phase's rate varied by +-8 % (lognormal), and three 2-second bursts at 1.5x the rate
+    around them, as minute averages hide them.  Deterministic for a seed."""
+    rng = np.random.default_rng(seed)
+    n = max(int(round(seconds / phase_s)), 4)
+    x = (np.arange(n) + 0.5) / n
+    shape = np.interp(x, [0.0, 0.15, 0.35, 0.6, 0.65, 0.78, 0.9, 1.0],
+                      [0.0, 0.0, 0.65, 0.7, 1.0, 1.0, 0.4, 0.2])
+    shape = shape + 0.05 * np.sin(2 * np.pi * 7 * x) * (x > 0.35) * (x < 0.6)
+    rates = (low + (high - low) * shape) * np.exp(0.08 * rng.standard_normal(n) - 0.0032)
+    phases = []
+    bursts = set(rng.choice(np.arange(1, n - 1), size=min(3, n - 2), replace=False).tolist())
+    for i, r in enumerate(rates):
+        if i in bursts:
+            phases += [[phase_s - 2.0, float(r)], [2.0, float(1.5 * r)]]
+        else:
+            phases.append([phase_s, float(r)])
+    return phases
+
+
+# --------------------------------------------------------------------------- processes
+def _harness():
+    spec = importlib.util.spec_from_file_location("prometheus_harness", ROOT / "tools" / "prometheus_harness.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def missing() -> str | None:
+    """Why the user path cannot run here, or None."""
+    if shutil.which("node") is None:
+        return "Node.js (node) is not on PATH"
+    if not (ROOT / "validation" / "server" / "node_modules" / "prom-client").is_dir():
+        return "validation/server/node_modules lacks prom-client: run `npm ci --prefix validation/server`"
+    if shutil.which("prometheus") is None:
+        return "the prometheus binary is not installed (Debian package 'prometheus')"
+    return None
+
+
+def _loadgen(port: int, path: str, out: pathlib.Path, seed: int, rate: float | None = None,
+             schedule: pathlib.Path | None = None, duration: float | None = None) -> dict:
+    """One generator run (lag checks relaxed and recorded: a 2-core machine running a server, a
+    Prometheus and the generator cannot hold the 1 ms default); its JSON summary."""
+    cmd = ["node", str(LOADGEN), "--port", str(port), "--path", path, "--seed", str(seed), "--out", str(out),
+           "--max-p99-lag-ms", "1e9", "--max-mean-lag-frac", "1e9"]
+    cmd += ["--schedule", str(schedule)] if schedule is not None else ["--rate", f"{rate:.6g}"]
+    if duration is not None:
+        cmd += ["--duration", f"{duration:g}"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=(duration or 900) + 120)
+    if done.returncode not in (0, 4):
+        raise RuntimeError(f"loadgen failed ({done.returncode}): {done.stderr.strip()[-400:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _client_latencies(csv: pathlib.Path, warmup_s: float) -> np.ndarray:
+    """What clients saw: response end minus send, seconds, after the warm-up, successful only."""
+    import pandas as pd
+
+    d = pd.read_csv(csv)
+    d = d[(d.status >= 200) & (d.status < 300) & (d.sched_ms >= warmup_s * 1e3)]
+    return ((d.end_ms - d.sent_ms) / 1e3).to_numpy()
+
+
+# --------------------------------------------------------------------------- one handler
+def run_handler(h: DayHandler, s: Settings, out: pathlib.Path, seed: int) -> tuple[list[dict], str]:
+    """The day, the user's fit and the peak points of one handler: (rows, the fit's summary)."""
+    from capacity.fit import from_prometheus
+
+    harness = _harness()
+    server = subprocess.Popen(["node", str(SERVER), "--metrics", "--port", "0",
+                               "--max-seconds", str(int(s.day_s + 4 * s.peak_s + 300))],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        port = json.loads(server.stdout.readline())["port"]
+        with harness.run_prometheus([f"127.0.0.1:{port}"], scrape_interval=SCRAPE_S) as url:
+            day = compressed_day(s.day_s, LOW_UTIL * 1e3 / h.cpu_ms, HIGH_UTIL * 1e3 / h.cpu_ms, seed)
+            day_file = out / f"day-{h.name}.json"
+            day_file.write_text(json.dumps(day))
+            _loadgen(port, h.path, out / f"warm-{h.name}.csv", seed, rate=0.3e3 / h.cpu_ms, duration=5.0)
+            time.sleep(SCRAPE_S)
+            start = time.time()
+            day_run = _loadgen(port, h.path, out / f"day-{h.name}.csv", seed + 1, schedule=day_file)
+            end = time.time()
+            time.sleep(2 * SCRAPE_S)          # the last windows scraped
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                fit = from_prometheus(url, METRIC, start=start + SCRAPE_S, end=end - 1.0, step=s.step_s)
+            notes = [str(w.message) for w in caught]
+        rows = []
+        for j, util in enumerate(PEAK_UTILS):
+            rate = util / fit.cpu_per_request_
+            csv = out / f"peak-{h.name}-{util:g}.csv"
+            summary = _loadgen(port, h.path, csv, seed + 10 + j, rate=rate, duration=s.peak_s)
+            t = _client_latencies(csv, s.warmup_s)
+            server_stats = summary.get("server") or {}
+            measured_util = (server_stats.get("cpu_ms", math.nan) / server_stats.get("wall_ms", math.nan)
+                             if server_stats else math.nan)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                p99 = fit.predict(0.99, rate, interval=0.9)
+                mean = fit.predict_mean(rate, interval=0.9)
+            meas_p99, meas_mean = float(np.quantile(t, 0.99)), float(np.mean(t))
+            rows.append({
+                "handler": h.name, "path": h.path, "target_util": util, "rate": rate,
+                "measured_util": measured_util, "requests": int(t.size),
+                "chosen": f"{fit.discipline} {fit.family}" + ("" if fit.delay_ is None else " + delay"),
+                "cpu_per_request_ms": 1e3 * fit.cpu_per_request_, "scv": fit.scv_,
+                "p99_ms": 1e3 * meas_p99, "pred_p99_ms": 1e3 * p99.estimate,
+                "pred_p99_low_ms": 1e3 * p99.low, "pred_p99_high_ms": 1e3 * p99.high,
+                "p99_error": p99.estimate / meas_p99 - 1, "p99_covered": bool(p99.low <= meas_p99 <= p99.high),
+                "mean_ms": 1e3 * meas_mean, "pred_mean_ms": 1e3 * mean.estimate,
+                "mean_error": mean.estimate / meas_mean - 1,
+                "mean_covered": bool(mean.low <= meas_mean <= mean.high),
+                "peak_lag_p99_ms": summary["lag_p99_ms"], "day_lag_p99_ms": day_run["lag_p99_ms"],
+                "fit_warnings": len(notes)})
+        text = str(fit) + "".join(f"\n  (warned) {n}" for n in notes)
+        return rows, text
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+
+
+# --------------------------------------------------------------------------- the run
+def run(out: pathlib.Path, quick: bool = False, seed: int = 1) -> dict:
+    """Every handler's day, fit and peak; writes the table, the plot and ``summary.json``."""
+    import pandas as pd
+
+    why = missing()
+    if why is not None:
+        raise RuntimeError(why)
+    out.mkdir(parents=True, exist_ok=True)
+    s = QUICK_SETTINGS if quick else FULL_SETTINGS
+    rows, texts = [], []
+    began = time.time()
+    for i, h in enumerate(QUICK if quick else FULL):
+        got, text = run_handler(h, s, out, seed + 100 * i)
+        rows += got
+        texts.append(f"== {h.name} ({h.path})\n{text}")
+    table = pd.DataFrame(rows)
+    table.to_csv(out / "user_path.csv", index=False)
+    shown = table[["handler", "target_util", "measured_util", "chosen", "p99_ms", "pred_p99_ms", "pred_p99_low_ms",
+                   "pred_p99_high_ms", "p99_error", "mean_ms", "pred_mean_ms", "mean_error"]]
+    (out / "user_path.txt").write_text(shown.round(3).to_string(index=False) + "\n\n" + "\n\n".join(texts) + "\n")
+    summary = {
+        "mode": "quick" if quick else "full", "seconds": time.time() - began, "settings": dataclasses.asdict(s),
+        "metric": METRIC, "rows": rows,
+        "targets": {"mean_within": 0.10, "p99_within": 0.20, "interval_coverage": 0.9},
+        "met": {"mean": int(sum(abs(r["mean_error"]) <= 0.10 for r in rows)),
+                "p99": int(sum(abs(r["p99_error"]) <= 0.20 for r in rows)),
+                "p99_covered": int(sum(r["p99_covered"] for r in rows)), "of": len(rows)},
+    }
+    (out / "summary.json").write_text(json.dumps(summary, indent=1, default=float))
+    _plot(table, out / "user_path.png")
+    print(shown.round(3).to_string(index=False))
+    return summary
+
+
+def _plot(table, path: pathlib.Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7.0, 3.8))
+    for k, (name, rows) in enumerate(table.groupby("handler", sort=False)):
+        x = rows["target_util"].to_numpy() + 0.008 * (k - 1)
+        ax.errorbar(x, rows["pred_p99_ms"], yerr=[rows["pred_p99_ms"] - rows["pred_p99_low_ms"],
+                                                   rows["pred_p99_high_ms"] - rows["pred_p99_ms"]],
+                    fmt="o", capsize=4, label=f"{name}: predicted p99 (90 %)")
+        ax.plot(x, rows["p99_ms"], "kx", ms=8)
+    ax.plot([], [], "kx", label="measured p99 (clients)")
+    ax.set(xlabel="CPU utilisation (from the fit)", ylabel="p99 (ms)",
+           title="Fitted from a compressed day in Prometheus, predicted at the peak")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+if __name__ == "__main__":      # python validation/user_path.py OUT [--quick]
+    run(pathlib.Path(sys.argv[1]), quick="--quick" in sys.argv[2:])
