@@ -243,12 +243,12 @@ def _plot(table, path: pathlib.Path) -> None:
     fig, ax = plt.subplots(figsize=(7.0, 3.8))
     for k, (name, rows) in enumerate(table.groupby("handler", sort=False)):
         x = rows["target_util"].to_numpy() + 0.008 * (k - 1)
-        ax.errorbar(x, rows["pred_p99_ms"], yerr=[rows["pred_p99_ms"] - rows["pred_p99_low_ms"],
-                                                   rows["pred_p99_high_ms"] - rows["pred_p99_ms"]],
+        ax.errorbar(x, rows["pred_p99_ms"], yerr=[np.maximum(rows["pred_p99_ms"] - rows["pred_p99_low_ms"], 0.0),
+                                                   np.maximum(rows["pred_p99_high_ms"] - rows["pred_p99_ms"], 0.0)],
                     fmt="o", capsize=4, label=f"{name}: predicted p99 (90 %)")
         ax.plot(x, rows["p99_ms"], "kx", ms=8)
     ax.plot([], [], "kx", label="measured p99 (clients)")
-    ax.set(xlabel="CPU utilisation (from the fit)", ylabel="p99 (ms)",
+    ax.set(xlabel="CPU utilisation (from the fit)", ylabel="p99 (ms)", yscale="log",
            title="Fitted from a compressed day in Prometheus, predicted at the peak")
     ax.legend(fontsize=8)
     fig.tight_layout()

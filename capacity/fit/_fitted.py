@@ -97,8 +97,9 @@ class PercentileFit(FitResult):
         and, for a fit that chose its model from the data, over the candidate models in
         proportion to their Akaike weights, each draw multiplied by ``exp(m Z)`` for the
         fit's own miss of its data ``m`` (RMS relative error of the percentiles; for histograms
-        the RMS miss in log time at the bucket bounds), the model error made explicit.
-        ``high`` is ``inf`` where some plausible
+        the RMS miss in log time at the bucket bounds), the model error made explicit; the
+        draws stay within the fit's search bounds, and the interval is widened to hold the
+        estimate where their central range misses it.  ``high`` is ``inf`` where some plausible
         parameters make the queue unstable at that load.  Without a covariance
         (:func:`from_percentiles` without ``n_requests``) the bounds are NaN and a warning
         names what is missing.  Predicting above the busiest observed utilisation warns that
@@ -123,7 +124,7 @@ class PercentileFit(FitResult):
             x = np.asarray(space.quantiles_at(thetas, qb, lb, sb), dtype=float)
             return np.where(np.isfinite(x), x, np.inf)
 
-        low, high = self._interval_of(quantiles, interval, qb.shape, "prediction")
+        low, high = _around(*self._interval_of(quantiles, interval, qb.shape, "prediction"), out.ravel())
         pick = (lambda a: a.reshape(shape).item() if not shape else a.reshape(shape))
         return Prediction(out.item() if out.ndim == 0 else out, pick(low), pick(high))
 
@@ -147,8 +148,8 @@ class PercentileFit(FitResult):
 
         check_confidence(interval)
         self._warn_extrapolation(lb, sb)
-        low, high = self._interval_of(lambda space, thetas: self._mean_at(space, thetas, lb, sb), interval,
-                                      lb.shape, "prediction")
+        low, high = _around(*self._interval_of(lambda space, thetas: self._mean_at(space, thetas, lb, sb),
+                                               interval, lb.shape, "prediction"), est.ravel())
         return Prediction(pick(est), pick(low), pick(high))
 
     @staticmethod
@@ -293,7 +294,8 @@ class PercentileFit(FitResult):
             from ._inputs import check_confidence
 
             check_confidence(interval)
-            return Prediction(self._checked_ceiling(c), *self._ceiling_bounds(c.slo, interval))
+            low, high = _around(*self._ceiling_bounds(c.slo, interval), np.asarray(float(c.qps)))
+            return Prediction(self._checked_ceiling(c), float(low), float(high))
         return self._checked_ceiling(c)
 
     def _ceiling_bounds(self, slo: dict, interval: float) -> tuple[float, float]:
@@ -357,3 +359,14 @@ class PercentileFit(FitResult):
         return {"discipline": self.discipline, "family": self.family, "servers": self.servers,
                 "delay": self._model.delay, "slices": self.slices_, "admission": self.admission_,
                 "slice_delay": self.slice_delay_}
+
+
+def _around(low: np.ndarray, high: np.ndarray, estimate: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The interval widened to hold the fit's own estimate: when the draws' central range misses
+    it (a parameter the data barely pin down, its draws piling up at the ends of its range, or
+    candidate models that disagree), the estimate is still a value the data allow.  NaN bounds
+    (no covariance) stay NaN."""
+    with np.errstate(invalid="ignore"):
+        return (np.where(np.isnan(low), low, np.fmin(low, estimate)),
+                np.where(np.isnan(high), high, np.fmax(high, estimate)))
+
