@@ -50,6 +50,15 @@ def _wait_ready(url: str, proc: subprocess.Popen, timeout: float = 30.0) -> None
     raise RuntimeError(f"Prometheus at {url} did not become ready in {timeout:.0f} s")
 
 
+def stop(proc: subprocess.Popen, timeout: float = 10.0) -> None:
+    """Terminate a child process, killing it if it has not exited within ``timeout`` seconds."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
 @contextlib.contextmanager
 def run_prometheus(targets: Sequence[str], scrape_interval: float = 1.0,
                    workdir: pathlib.Path | None = None) -> Iterator[str]:
@@ -75,11 +84,7 @@ def run_prometheus(targets: Sequence[str], scrape_interval: float = 1.0,
             _wait_ready(url, proc)
             yield url
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            stop(proc)
 
 
 @contextlib.contextmanager

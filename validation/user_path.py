@@ -192,11 +192,7 @@ def run_handler(h: DayHandler, s: Settings, out: pathlib.Path, seed: int) -> tup
         text = str(fit) + "".join(f"\n  (warned) {n}" for n in notes)
         return rows, text
     finally:
-        server.terminate()
-        try:
-            server.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            server.kill()
+        harness.stop(server)
 
 
 # --------------------------------------------------------------------------- the run

@@ -180,7 +180,7 @@ class PercentileFit(FitResult):
         model with weight (one model alone unless the fit chose it from the data), in proportion to
         its Akaike weight -- the model uncertainty next to the parameters'."""
         sets = []
-        for fit, weight in getattr(self, "_candidate_fits", [(self, 1.0)]):
+        for fit, weight in self._candidate_fits:
             k = int(round(n * weight))
             if weight >= 0.01 and k > 0:
                 sets += fit._own_draws(k)

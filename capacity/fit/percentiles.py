@@ -316,7 +316,7 @@ def from_percentiles(
     best = fits[0]
     if len(fits) > 1:
         best = select(fits, kept, *_scores(fits), "rms_rel_error", [f.fit_quality_["rms_rel_error"] for f in fits])
-    _check_cpu_cost(best, obs, tabled_only=family is None)
+    _check_cpu_cost(best, obs, tabled_only=family is None, max_nfev=max_nfev)
     best._emit_warnings(stacklevel=3)
     return best
 
@@ -429,7 +429,7 @@ _CPU_COST_RATIO = 1.25    # a mean from the percentiles this far from the CPU's 
 _CHI2_1_95 = 3.841        # ... when it also fits significantly better (likelihood ratio, 1 df)
 
 
-def _check_cpu_cost(res: PercentileFit, obs: PercentileObservations, tabled_only: bool) -> None:
+def _check_cpu_cost(res: PercentileFit, obs: PercentileObservations, tabled_only: bool, max_nfev: int) -> None:
     """Compare the CPU-implied cost (the utilisation law) with the cost the percentiles alone
     need; a clear disagreement goes in ``contradictions_`` and a warning."""
     from ..units import format_time
@@ -441,7 +441,7 @@ def _check_cpu_cost(res: PercentileFit, obs: PercentileObservations, tabled_only
     dof = obs.q.size - len(free.names)
     if dof < 1:
         return       # the percentiles cannot fit the mean apart from the CPU
-    sol = fit_space(free, 60)
+    sol = fit_space(free, max_nfev)
     dev_free = percentile_covariance(free, sol).deviance
     mean_free = float(free.unpack(sol.theta[None, :])["mean"][0])
     ratio = mean_free / held.mean_fixed
