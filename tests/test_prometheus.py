@@ -80,6 +80,22 @@ def test_fit_through_a_real_prometheus(prometheus_run):
     assert fit.predict(0.99, 400.0) == pytest.approx(truth, rel=0.25)
 
 
+def test_cpu_counter_with_its_own_matchers(prometheus_run):
+    """A histogram timed by a proxy lives under another job than the process's CPU counter: a
+    ``cpu`` with its own matchers is queried with them, whatever the histogram's selector."""
+    url, t0 = prometheus_run
+    with np.errstate(all="ignore"):
+        fit = from_prometheus(url, "demo_request_duration_seconds", selector='job="demo"', start=t0,
+                              end=t0 + 3 * PHASE, step=PHASE, cpu='process_cpu_seconds_total{job="demo"}',
+                              measured_at="client")
+    assert fit.source_["queries"]["cpu"] == 'sum(rate(process_cpu_seconds_total{job="demo"}[10s]))'
+    assert fit.cpu_per_request_ == pytest.approx(0.002, rel=0.05)
+    with pytest.warns(FitWarning, match="CPU query returned no series"), np.errstate(all="ignore"):
+        from_prometheus(url, "demo_request_duration_seconds", start=t0, end=t0 + 3 * PHASE, step=PHASE,
+                        cpu='process_cpu_seconds_total{job="elsewhere"}', measured_at="client",
+                        discipline="ps", family="lognormal", delay=None)
+
+
 def test_server_errors_become_messages(prometheus_run):
     url, t0 = prometheus_run
     with pytest.raises(SourceError, match="no series"):
@@ -101,6 +117,9 @@ def test_unreachable_server_and_bad_ranges():
         from_prometheus("localhost:9090", "h")
     with pytest.raises(ValueError, match="selector"):
         from_prometheus("http://127.0.0.1:1", "h", selector='{job="api"}')
+    for bad in ("rate(x[5m])", 'x{job="a"}{b="c"}', "", 3):
+        with pytest.raises(ValueError, match="cpu must be a counter's name"):
+            from_prometheus("http://127.0.0.1:1", "h", start=0, end=600, step=60, cpu=bad)
 
 
 # ---------------------------------------------------------------------- saved answers

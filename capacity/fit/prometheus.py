@@ -13,6 +13,7 @@ import datetime as _dt
 import json
 import math
 import os
+import re
 import time
 import urllib.error
 import urllib.parse
@@ -40,7 +41,11 @@ def bucket_query(histogram: str, selector: str, step: float) -> str:
 
 
 def cpu_query(cpu: str, selector: str, step: float) -> str:
-    """The PromQL of the busy cores per window: ``sum(rate(cpu{...}[step]))``."""
+    """The PromQL of the busy cores per window: ``sum(rate(cpu{...}[step]))``.  A ``cpu`` with its
+    own matchers (``process_cpu_seconds_total{job="api"}``) keeps them instead of ``selector``:
+    the counter of a process whose latencies a proxy measured lives under another job."""
+    if "{" in cpu:
+        return f"sum(rate({cpu}[{_duration(step)}]))"
     return f"sum(rate({cpu}{{{selector}}}[{_duration(step)}]))"
 
 
@@ -245,8 +250,11 @@ def from_prometheus(url: str, histogram: str, selector: str = "", start=None, en
         before its time stamp).  ``(end - start) / step`` may not exceed :data:`MAX_POINTS`.
     cpu : str or None, default "process_cpu_seconds_total"
         The process CPU-seconds counter; its rate over each window divided by ``servers`` is
-        the window's utilisation, which holds E[S] (see :func:`from_histograms`).  None: fit
-        without it (the right choice for one route of a process that serves several).
+        the window's utilisation, which holds E[S] (see :func:`from_histograms`).  With its own
+        label matchers (``'process_cpu_seconds_total{job="api"}'``) they replace ``selector``
+        for it -- the case of a histogram timed by a proxy (nginx, a load balancer) in front of
+        the process.  None: fit without it (the right choice for one route of a process that
+        serves several).
     servers : int, default 1
         Cores the requests run on (1 for an event loop).
     measured_at : {"in_process", "proxy", "client"}, default "in_process"
@@ -306,6 +314,9 @@ def from_prometheus(url: str, histogram: str, selector: str = "", start=None, en
                          f"limit of {MAX_POINTS}; use step >= {math.ceil((end - start) / MAX_POINTS)} s")
     if points < 1:
         raise ValueError(f"the range {end - start:g} s is shorter than one step ({step:g} s)")
+    if cpu is not None and (not isinstance(cpu, str) or re.fullmatch(r"[A-Za-z_:][A-Za-z0-9_:]*(\{[^{}]*\})?", cpu) is None):
+        raise ValueError(f"cpu must be a counter's name, optionally with its own label matchers "
+                         f"('process_cpu_seconds_total{{job=\"api\"}}'), or None; got {cpu!r}")
     srv = int(check_servers(servers))
     queries = {"buckets": bucket_query(histogram, selector, step)}
     buckets = _query_range(url, queries["buckets"], start + step, end, step)
