@@ -254,6 +254,27 @@ def test_fit_percentiles_mm1_json_through_subprocess():
     assert data["cpu_per_request_interval_s"] == [None, None]   # no --requests: no interval
 
 
+def test_fit_percentiles_measured_in_process():
+    """--measured-at in_process: the percentiles of a blocking handler's middleware timer are its
+    CPU time's (the queue is in front of the timer).  Lognormal CPU, mean 50 ms, scv 2, written
+    out with scipy; read as in-process they give back 50 ms and scv 2, read as the clients' they
+    cannot (the same numbers would hold the queue too); refused for --log."""
+    from scipy import stats
+
+    sigma = math.sqrt(math.log(1 + 2.0))
+    law = stats.lognorm(sigma, scale=0.05 / math.sqrt(1 + 2.0))
+    text = ",".join(f"{cli._fmt_pct(q)}={1e3 * float(law.ppf(q)):.9f}ms" for q in (0.5, 0.9, 0.99))
+    common = ("fit", text, "--qps", "8", "--cpu-util", "40%", "--discipline", "fcfs", "--family", "lognormal",
+              "--json")
+    inside = json.loads(run(*common, "--measured-at", "in_process").stdout)
+    assert inside["cpu_per_request_s"] == pytest.approx(0.05, rel=1e-3)
+    assert inside["scv"] == pytest.approx(2.0, rel=1e-2)
+    client = json.loads(run(*common).stdout)
+    assert client["scv"] < 1.5
+    out = run("fit", "--log", "x.log", "--measured-at", "client")
+    assert out.returncode == 2 and "--measured-at: applies to PERCENTILES and --prometheus only" in out.stderr
+
+
 def test_fit_percentiles_lognormal_table_with_intervals():
     """Percentiles of M/G/1 FCFS with 50 ms lognormal CPU (scv 2) at 8 req/s (exact model quantiles)."""
     from capacity import Service, fcfs

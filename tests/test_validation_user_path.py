@@ -12,6 +12,7 @@ import pathlib
 import shutil
 import subprocess
 import sys
+import urllib.request
 
 import numpy as np
 import pytest
@@ -47,21 +48,32 @@ def test_the_compressed_day_spans_its_range_with_bursts():
 @pytest.mark.skipif(shutil.which("node") is None, reason="Node.js (node) is not on PATH")
 def test_loadgen_schedule_plays_each_phase_at_its_rate(tmp_path):
     """The generator's --schedule against a plain HTTP listener: 3 s at 50 req/s then 3 s at
-    200 req/s send about 150 and 600 requests (Poisson counts, 4.5 standard deviations)."""
+    200 req/s send about 150 and 600 requests (Poisson counts, 4.5 standard deviations); its
+    --metrics-port histogram, read during --linger, holds every completed request."""
     server = subprocess.Popen(["node", "-e", "const s=require('http').createServer((q,r)=>r.end('ok'));"
                                "s.listen(0,'127.0.0.1',()=>console.log(s.address().port));"],
                               stdout=subprocess.PIPE, text=True)
     try:
         port = int(server.stdout.readline())
         (tmp_path / "day.json").write_text(json.dumps([[3, 50], [3, 200]]))
-        done = subprocess.run(["node", str(ROOT / "validation" / "loadgen" / "loadgen.js"), "--port", str(port),
-                               "--path", "/", "--schedule", str(tmp_path / "day.json"), "--out",
-                               str(tmp_path / "run.csv"), "--server-stats", "0", "--warm-sockets", "4",
-                               "--max-p99-lag-ms", "1e9", "--max-mean-lag-frac", "1e9"],
-                              capture_output=True, text=True, timeout=60)
-        assert done.returncode == 0, done.stderr
-        summary = json.loads(done.stdout.strip().splitlines()[-1])
+        gen_port = _user_path()._harness().free_port()
+        gen = subprocess.Popen(["node", str(ROOT / "validation" / "loadgen" / "loadgen.js"), "--port", str(port),
+                                "--path", "/", "--schedule", str(tmp_path / "day.json"), "--out",
+                                str(tmp_path / "run.csv"), "--server-stats", "0", "--warm-sockets", "4",
+                                "--max-p99-lag-ms", "1e9", "--max-mean-lag-frac", "1e9",
+                                "--metrics-port", str(gen_port), "--linger", "5"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        summary = json.loads(gen.stdout.readline())       # printed when the schedule is done
+        with urllib.request.urlopen(f"http://127.0.0.1:{gen_port}/metrics", timeout=5) as answer:
+            exported = answer.read().decode()
+        assert gen.wait(timeout=30) == 0, gen.stderr.read()
         assert summary["phases"] == [[3, 50], [3, 200]] and summary["rate"] == pytest.approx(125.0)
+        # The exported histogram holds every completed request, cumulative over the bounds.
+        counts = [float(line.rsplit(" ", 1)[1]) for line in exported.splitlines()
+                  if line.startswith("loadgen_request_duration_seconds_bucket")]
+        assert len(counts) == 58 and counts[-1] == summary["completed"] > 0
+        assert all(a <= b for a, b in zip(counts, counts[1:]))
+        assert f'loadgen_request_duration_seconds_count{{path="/"}} {summary["completed"]}' in exported
         sched = np.loadtxt(tmp_path / "run.csv", delimiter=",", skiprows=1)[:, 1]
         first, second = int(np.sum(sched < 3000)), int(np.sum(sched >= 3000))
         assert abs(first - 150) < 4.5 * 150 ** 0.5 and abs(second - 600) < 4.5 * 600 ** 0.5
@@ -76,10 +88,11 @@ def test_loadgen_schedule_plays_each_phase_at_its_rate(tmp_path):
 
 def test_the_short_user_path_runs_and_reports(tmp_path):
     """The short run end to end: one handler (blocking, 5 ms), a 60 s day, the fit through
-    Prometheus's HTTP API, two peak points.  Checked: the fit chose the blocking model from the
-    middleware histogram, read the CPU per request off the process counter (5 ms of busy loop
-    plus Node's, Koa's and prom-client's own), and every predicted p99 has an interval around
-    its estimate; summary.json, the table and the plot are written.  The accuracy targets are
+    Prometheus's HTTP API from the middleware's histogram and from the generator's (a proxy's
+    view), two peak points.  Checked: both fits chose the blocking model and read the CPU per
+    request off the process counter (5 ms of busy loop plus Node's, Koa's and prom-client's
+    own), the in-process fit found the busy loop's near-constant CPU, and every predicted p99
+    has an interval around its estimate; summary.json, the table and the plot are written.  The accuracy targets are
     the full run's (validation/README.md): this one is too short to hold them."""
     why = _user_path().missing()
     if why is not None:
@@ -88,9 +101,13 @@ def test_the_short_user_path_runs_and_reports(tmp_path):
                            "--out", str(tmp_path)], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     summary = json.loads((tmp_path / "summary.json").read_text())
-    assert summary["mode"] == "quick" and summary["met"]["of"] == 2
+    assert summary["mode"] == "quick"
+    assert summary["met"]["in_process"]["of"] == 2 and summary["met"]["proxy"]["of"] == 2
     for row in summary["rows"]:
         assert row["chosen"].startswith("fcfs"), row
+        if row["histogram"] == "in_process":
+            # A busy loop's CPU is near constant; four buckets per doubling resolve it.
+            assert row["scv"] < 0.25, row
         assert 4.5 < row["cpu_per_request_ms"] < 7.5, row
         assert row["pred_p99_low_ms"] <= row["pred_p99_ms"] <= row["pred_p99_high_ms"], row
         assert row["requests"] > 1000 and 0.5 < row["measured_util"] < 0.95, row

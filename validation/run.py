@@ -1095,7 +1095,8 @@ def main(argv=None) -> int:
         import user_path     # validation/ is on sys.path when run as a script
 
         out = Path(args.out) if args.out else HERE / ("results-user-path" + ("-quick" if args.quick else ""))
-        user_path.run(out, quick=args.quick, seed=args.seed)
+        user_path.run(out, quick=args.quick, seed=args.seed,
+                      handlers=args.handlers.split(",") if args.handlers else None)
         return 0
     res = repredict(args) if args.repredict else sweep(args)
     pts = [r for r in res["points"] if r.get("kind") == "point"]

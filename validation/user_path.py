@@ -4,18 +4,21 @@ real Prometheus, fitted from the dashboard's own numbers only, then the peak mea
 For each handler:
 
 1. Start the Koa server with ``--metrics`` (prom-client: a histogram timed in the middleware, the
-   default process metrics) and Debian's Prometheus scraping it every 5 s on loopback.
+   default process metrics) and Debian's Prometheus scraping it every 5 s on loopback, and the
+   generator's own histogram of what it saw (``--metrics-port``: what a proxy in front exports).
 2. Play a *compressed day* (:func:`compressed_day`): troughs, a morning ramp, a busy afternoon,
    noise and short bursts, between about 10 % and 55 % CPU, with the open-loop generator's
    ``--schedule``.
-3. The user's fit: :func:`capacity.fit.from_prometheus` with the URL, the metric and the day's
+3. The user's fits: :func:`capacity.fit.from_prometheus` with the URL, the metric and the day's
    time range -- no discipline, family, admission, slices or delay, nothing measured inside the
-   server beyond what it exports.  (``step``, the window length of the query, is the one query
-   option: a compressed day is minutes long, not 24 h.)
+   server beyond what it exports -- once from the middleware's histogram (``measured_at=
+   "in_process"``) and once from the proxy's (``"proxy"``), both with the server's CPU counter.
+   (``step``, the window length of the query, is the one query option: a compressed day is
+   minutes long, not 24 h.)
 4. The peak: Poisson load at the rates the fit puts at 70 % and 80 % CPU, the generator's own
    latencies (what clients see) against ``predict`` and ``predict_mean`` with 90 % intervals.
 
-Writes ``DIR/user_path.csv`` (one row per handler and load), ``DIR/user_path.txt`` (the table and
+Writes ``DIR/user_path.csv`` (one row per handler, histogram and load), ``DIR/user_path.txt`` (the table and
 each fit's summary), ``DIR/user_path.png`` and ``DIR/summary.json``.  Run through
 ``python validation/run.py --user-path --out DIR [--quick]``.
 """
@@ -38,6 +41,11 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 SERVER = ROOT / "validation" / "server" / "server.js"
 LOADGEN = ROOT / "validation" / "loadgen" / "loadgen.js"
 METRIC = "http_request_duration_fine_seconds"     # the finer of the server's two histograms
+PROXY_METRIC = "loadgen_request_duration_seconds" # the generator's, as a proxy in front would export it
+#: The two histograms a team may have, each fitted where it was measured: the application's own
+#: (timed in its middleware: the queue in front of a blocking handler is not in it) and a proxy's.
+SOURCES = (("in_process", METRIC, {"measured_at": "in_process"}),
+           ("proxy", PROXY_METRIC, {"measured_at": "proxy"}))
 SCRAPE_S = 5.0
 LOW_UTIL, HIGH_UTIL = 0.10, 0.55                  # the day's CPU range
 PEAK_UTILS = (0.7, 0.8)
@@ -114,7 +122,8 @@ def missing() -> str | None:
 
 
 def _loadgen(port: int, path: str, out: pathlib.Path, seed: int, rate: float | None = None,
-             schedule: pathlib.Path | None = None, duration: float | None = None) -> dict:
+             schedule: pathlib.Path | None = None, duration: float | None = None,
+             metrics_port: int | None = None, linger: float = 0.0) -> dict:
     """One generator run (lag checks relaxed and recorded: a 2-core machine running a server, a
     Prometheus and the generator cannot hold the 1 ms default); its JSON summary."""
     cmd = ["node", str(LOADGEN), "--port", str(port), "--path", path, "--seed", str(seed), "--out", str(out),
@@ -122,7 +131,9 @@ def _loadgen(port: int, path: str, out: pathlib.Path, seed: int, rate: float | N
     cmd += ["--schedule", str(schedule)] if schedule is not None else ["--rate", f"{rate:.6g}"]
     if duration is not None:
         cmd += ["--duration", f"{duration:g}"]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=(duration or 900) + 120)
+    if metrics_port is not None:
+        cmd += ["--metrics-port", str(metrics_port), "--linger", f"{linger:g}"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=(duration or 900) + linger + 120)
     if done.returncode not in (0, 4):
         raise RuntimeError(f"loadgen failed ({done.returncode}): {done.stderr.strip()[-400:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -148,56 +159,68 @@ def run_handler(h: DayHandler, s: Settings, out: pathlib.Path, seed: int) -> tup
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         port = json.loads(server.stdout.readline())["port"]
-        with harness.run_prometheus([f"127.0.0.1:{port}"], scrape_interval=SCRAPE_S) as url:
+        gen_port = harness.free_port()
+        server_at = f"127.0.0.1:{port}"
+        with harness.run_prometheus([server_at, f"127.0.0.1:{gen_port}"], scrape_interval=SCRAPE_S) as url:
             day = compressed_day(s.day_s, LOW_UTIL * 1e3 / h.cpu_ms, HIGH_UTIL * 1e3 / h.cpu_ms, seed)
             day_file = out / f"day-{h.name}.json"
             day_file.write_text(json.dumps(day))
             _loadgen(port, h.path, out / f"warm-{h.name}.csv", seed, rate=0.3e3 / h.cpu_ms, duration=5.0)
             time.sleep(SCRAPE_S)
             start = time.time()
-            day_run = _loadgen(port, h.path, out / f"day-{h.name}.csv", seed + 1, schedule=day_file)
-            end = time.time()
-            time.sleep(2 * SCRAPE_S)          # the last windows scraped
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always")
-                fit = from_prometheus(url, METRIC, start=start + SCRAPE_S, end=end - 1.0, step=s.step_s)
-            notes = [str(w.message) for w in caught]
+            linger = 2 * SCRAPE_S         # the generator's histogram stays up until the last windows are scraped
+            day_run = _loadgen(port, h.path, out / f"day-{h.name}.csv", seed + 1, schedule=day_file,
+                               metrics_port=gen_port, linger=linger)
+            end = time.time() - linger
+            fits, notes = {}, {}
+            for source, metric, options in SOURCES:
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always")
+                    cpu = f'process_cpu_seconds_total{{instance="{server_at}"}}'
+                    fits[source] = from_prometheus(url, metric, start=start + SCRAPE_S, end=end - 1.0,
+                                                   step=s.step_s, cpu=cpu, **options)
+                notes[source] = [str(w.message) for w in caught]
         rows = []
         for j, util in enumerate(PEAK_UTILS):
-            rate = util / fit.cpu_per_request_
+            rate = util / fits["proxy"].cpu_per_request_
             csv = out / f"peak-{h.name}-{util:g}.csv"
             summary = _loadgen(port, h.path, csv, seed + 10 + j, rate=rate, duration=s.peak_s)
             t = _client_latencies(csv, s.warmup_s)
             server_stats = summary.get("server") or {}
             measured_util = (server_stats.get("cpu_ms", math.nan) / server_stats.get("wall_ms", math.nan)
                              if server_stats else math.nan)
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                p99 = fit.predict(0.99, rate, interval=0.9)
-                mean = fit.predict_mean(rate, interval=0.9)
             meas_p99, meas_mean = float(np.quantile(t, 0.99)), float(np.mean(t))
-            rows.append({
-                "handler": h.name, "path": h.path, "target_util": util, "rate": rate,
-                "measured_util": measured_util, "requests": int(t.size),
-                "chosen": f"{fit.discipline} {fit.family}" + ("" if fit.delay_ is None else " + delay"),
-                "cpu_per_request_ms": 1e3 * fit.cpu_per_request_, "scv": fit.scv_,
-                "p99_ms": 1e3 * meas_p99, "pred_p99_ms": 1e3 * p99.estimate,
-                "pred_p99_low_ms": 1e3 * p99.low, "pred_p99_high_ms": 1e3 * p99.high,
-                "p99_error": p99.estimate / meas_p99 - 1, "p99_covered": bool(p99.low <= meas_p99 <= p99.high),
-                "mean_ms": 1e3 * meas_mean, "pred_mean_ms": 1e3 * mean.estimate,
-                "mean_error": mean.estimate / meas_mean - 1,
-                "mean_covered": bool(mean.low <= meas_mean <= mean.high),
-                "peak_lag_p99_ms": summary["lag_p99_ms"], "day_lag_p99_ms": day_run["lag_p99_ms"],
-                "fit_warnings": len(notes)})
-        text = str(fit) + "".join(f"\n  (warned) {n}" for n in notes)
+            for source, fit in fits.items():
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    p99 = fit.predict(0.99, rate, interval=0.9)
+                    mean = fit.predict_mean(rate, interval=0.9)
+                rows.append({
+                    "handler": h.name, "path": h.path, "histogram": source, "target_util": util, "rate": rate,
+                    "measured_util": measured_util, "requests": int(t.size),
+                    "chosen": f"{fit.discipline} {fit.family}" + ("" if fit.delay_ is None else " + delay"),
+                    "cpu_per_request_ms": 1e3 * fit.cpu_per_request_, "scv": fit.scv_,
+                    "p99_ms": 1e3 * meas_p99, "pred_p99_ms": 1e3 * p99.estimate,
+                    "pred_p99_low_ms": 1e3 * p99.low, "pred_p99_high_ms": 1e3 * p99.high,
+                    "p99_error": p99.estimate / meas_p99 - 1,
+                    "p99_covered": bool(p99.low <= meas_p99 <= p99.high),
+                    "mean_ms": 1e3 * meas_mean, "pred_mean_ms": 1e3 * mean.estimate,
+                    "mean_error": mean.estimate / meas_mean - 1,
+                    "mean_covered": bool(mean.low <= meas_mean <= mean.high),
+                    "peak_lag_p99_ms": summary["lag_p99_ms"], "day_lag_p99_ms": day_run["lag_p99_ms"],
+                    "fit_warnings": len(notes[source])})
+        text = "\n".join(f"-- from the {source} histogram\n" + str(fit)
+                         + "".join(f"\n  (warned) {n}" for n in notes[source]) for source, fit in fits.items())
         return rows, text
     finally:
         harness.stop(server)
 
 
 # --------------------------------------------------------------------------- the run
-def run(out: pathlib.Path, quick: bool = False, seed: int = 1) -> dict:
-    """Every handler's day, fit and peak; writes the table, the plot and ``summary.json``."""
+def run(out: pathlib.Path, quick: bool = False, seed: int = 1, handlers: list[str] | None = None) -> dict:
+    """Every handler's day, fit and peak (or those named in ``handlers``); writes the table, the
+    plot and ``summary.json`` (the table also after each handler, so a long run's finished
+    handlers survive an interruption)."""
     import pandas as pd
 
     why = missing()
@@ -207,22 +230,32 @@ def run(out: pathlib.Path, quick: bool = False, seed: int = 1) -> dict:
     s = QUICK_SETTINGS if quick else FULL_SETTINGS
     rows, texts = [], []
     began = time.time()
-    for i, h in enumerate(QUICK if quick else FULL):
+    chosen = QUICK if quick else FULL
+    if handlers:
+        pool = {h.name: h for h in chosen}
+        unknown = [name for name in handlers if name not in pool]
+        if unknown:
+            raise ValueError(f"unknown handler(s) {unknown}; this mode has {list(pool)}")
+        chosen = [pool[name] for name in handlers]
+    for i, h in enumerate(chosen):
         got, text = run_handler(h, s, out, seed + 100 * i)
         rows += got
         texts.append(f"== {h.name} ({h.path})\n{text}")
+        pd.DataFrame(rows).to_csv(out / "user_path.csv", index=False)
     table = pd.DataFrame(rows)
     table.to_csv(out / "user_path.csv", index=False)
-    shown = table[["handler", "target_util", "measured_util", "chosen", "p99_ms", "pred_p99_ms", "pred_p99_low_ms",
-                   "pred_p99_high_ms", "p99_error", "mean_ms", "pred_mean_ms", "mean_error"]]
+    shown = table[["handler", "histogram", "target_util", "measured_util", "chosen", "p99_ms", "pred_p99_ms",
+                   "pred_p99_low_ms", "pred_p99_high_ms", "p99_error", "mean_ms", "pred_mean_ms", "mean_error"]]
     (out / "user_path.txt").write_text(shown.round(3).to_string(index=False) + "\n\n" + "\n\n".join(texts) + "\n")
     summary = {
         "mode": "quick" if quick else "full", "seconds": time.time() - began, "settings": dataclasses.asdict(s),
         "metric": METRIC, "rows": rows,
         "targets": {"mean_within": 0.10, "p99_within": 0.20, "interval_coverage": 0.9},
-        "met": {"mean": int(sum(abs(r["mean_error"]) <= 0.10 for r in rows)),
-                "p99": int(sum(abs(r["p99_error"]) <= 0.20 for r in rows)),
-                "p99_covered": int(sum(r["p99_covered"] for r in rows)), "of": len(rows)},
+        "met": {source: {"mean": int(sum(abs(r["mean_error"]) <= 0.10 for r in mine)),
+                         "p99": int(sum(abs(r["p99_error"]) <= 0.20 for r in mine)),
+                         "p99_covered": int(sum(r["p99_covered"] for r in mine)), "of": len(mine)}
+                for source, _, _ in SOURCES
+                for mine in [[r for r in rows if r["histogram"] == source]]},
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=1, default=float))
     _plot(table, out / "user_path.png")
@@ -237,11 +270,11 @@ def _plot(table, path: pathlib.Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7.0, 3.8))
-    for k, (name, rows) in enumerate(table.groupby("handler", sort=False)):
+    for k, ((name, source), rows) in enumerate(table.groupby(["handler", "histogram"], sort=False)):
         x = rows["target_util"].to_numpy() + 0.008 * (k - 1)
         ax.errorbar(x, rows["pred_p99_ms"], yerr=[np.maximum(rows["pred_p99_ms"] - rows["pred_p99_low_ms"], 0.0),
                                                    np.maximum(rows["pred_p99_high_ms"] - rows["pred_p99_ms"], 0.0)],
-                    fmt="o", capsize=4, label=f"{name}: predicted p99 (90 %)")
+                    fmt="o", capsize=4, label=f"{name}, {source} histogram: predicted p99 (90 %)")
         ax.plot(x, rows["p99_ms"], "kx", ms=8)
     ax.plot([], [], "kx", label="measured p99 (clients)")
     ax.set(xlabel="CPU utilisation (from the fit)", ylabel="p99 (ms)", yscale="log",

@@ -51,7 +51,8 @@ def _fit_percentiles(args: argparse.Namespace):
         res = from_percentiles(args.percentiles, args.qps, servers=args.servers, discipline=args.discipline,
                                family=args.family, utilization=args.cpu_util, delay=args.delay,
                                n_requests=args.requests, slices=args.slices,
-                               admission=args.admission or "fifo", slice_delay=args.slice_delay or 0.0)
+                               admission=args.admission or "fifo", slice_delay=args.slice_delay or 0.0,
+                               measured_at=args.measured_at or "client")
     except ValueError as exc:
         # Say it in the command line's words: the argument, and flags instead of keyword arguments.
         msg = _one_line(exc).replace("(utilization=, scv=, delay=<seconds>, family=)",
@@ -202,9 +203,11 @@ def _check_fit_flags(args: argparse.Namespace) -> None:
                           f"or --k6, not {' and '.join(given)}")
     if args.prometheus is None:
         for flag, value in (("--histogram", args.histogram), ("--since", args.since),
-                            ("--measured-at", args.measured_at), ("--selector", args.selector or None)):
+                            ("--selector", args.selector or None)):
             if value is not None:
                 raise _UsageError(f"argument {flag}: applies to --prometheus only")
+        if args.measured_at is not None and args.percentiles is None:
+            raise _UsageError("argument --measured-at: applies to PERCENTILES and --prometheus only")
     if args.prometheus is None and args.k6 is None and args.timeseries is None:
         if args.step is not None:
             raise _UsageError("argument --step: applies to --prometheus, --timeseries and --k6 only")

@@ -18,7 +18,7 @@ from ..distributions import Service
 from ._model import make_service
 from ._result import FitResult
 
-__all__ = ["PercentileFit", "Prediction"]
+__all__ = ["PercentileFit", "Prediction", "servers_text"]
 
 ArrayLike = Any
 
@@ -359,6 +359,11 @@ class PercentileFit(FitResult):
         return {"discipline": self.discipline, "family": self.family, "servers": self.servers,
                 "delay": self._model.delay, "slices": self.slices_, "admission": self.admission_,
                 "slice_delay": self.slice_delay_}
+
+
+def servers_text(n) -> str:
+    """``1 server``, ``4 servers``: the count as a summary's note says it."""
+    return f"{n:g} server" + ("" if n == 1 else "s")
 
 
 def _around(low: np.ndarray, high: np.ndarray, estimate: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

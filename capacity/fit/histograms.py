@@ -22,7 +22,7 @@ from ._intervals import WaldIntervals
 from ._model import MEASURED_AT, SCV_DOMAIN, TWO_PARAM, QueueModel, check_measured_at, make_service, measured_quantiles
 from ._selection import candidate_families, candidate_grid, select
 from ._solve import unpack_parameters
-from ._fitted import PercentileFit
+from ._fitted import PercentileFit, servers_text
 
 __all__ = ["HistogramFit", "MEASURED_AT", "from_histograms"]
 
@@ -604,7 +604,7 @@ def _result(bm: _BucketModel, data: _Windows, opts, theta, sol, lo_b, hi_b, mean
                            note="non-CPU latency" if "delay" in bm.names else "held fixed")
     rate = (lambda m: math.nan if math.isnan(m) else (res._servers_default / m if m > 0 else math.inf))
     res._add_parameter("capacity_qps", res.capacity_qps_, rate(hi_m), rate(lo_m), unit="req/s",
-                       note=f"{res._servers_default} servers / E[S] (100% CPU)")
+                       note=f"{servers_text(res._servers_default)} / E[S] (100% CPU)")
 
     # tables: per bucket and per window
     p = bm.probabilities(theta[None, :])[0]

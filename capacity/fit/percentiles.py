@@ -26,7 +26,7 @@ from ._inputs import (
 )
 from ._intervals import WaldIntervals, consistent_slices, percentile_covariance, slices_noise, whitening
 from ._model import MEASURED_AT, TWO_PARAM, QueueModel, check_measured_at, make_service
-from ._fitted import PercentileFit, Prediction
+from ._fitted import PercentileFit, Prediction, servers_text
 from ._selection import candidate_families, candidate_grid, qaic_scores, select
 from ._solve import Profile, SearchSpace, Solution, fit_space, profile_slices
 
@@ -558,7 +558,7 @@ def _record_parameters(res: PercentileFit, space: SearchSpace, pars: dict, wald:
         return srv_max / mean_bound if mean_bound > 0 else math.inf
 
     res._add_parameter("capacity_qps", res.capacity_qps_, _rate(hi_m), _rate(lo_m), unit="req/s",
-                       note=f"{srv_max:g} servers / E[S] (100% CPU)")
+                       note=f"{servers_text(srv_max)} / E[S] (100% CPU)")
     if space.model.discipline == "rr":
         if slices_range is None:
             res._add_parameter("slices", res.slices_, unit="", note="held fixed")

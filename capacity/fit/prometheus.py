@@ -314,7 +314,8 @@ def from_prometheus(url: str, histogram: str, selector: str = "", start=None, en
                          f"limit of {MAX_POINTS}; use step >= {math.ceil((end - start) / MAX_POINTS)} s")
     if points < 1:
         raise ValueError(f"the range {end - start:g} s is shorter than one step ({step:g} s)")
-    if cpu is not None and (not isinstance(cpu, str) or re.fullmatch(r"[A-Za-z_:][A-Za-z0-9_:]*(\{[^{}]*\})?", cpu) is None):
+    counter = r"[A-Za-z_:][A-Za-z0-9_:]*(\{[^{}]*\})?"      # a name, optionally with its own matchers
+    if cpu is not None and (not isinstance(cpu, str) or re.fullmatch(counter, cpu) is None):
         raise ValueError(f"cpu must be a counter's name, optionally with its own label matchers "
                          f"('process_cpu_seconds_total{{job=\"api\"}}'), or None; got {cpu!r}")
     srv = int(check_servers(servers))

@@ -8,6 +8,7 @@
 //        [--drain-timeout 15] [--spin-ms 2]
 //        [--max-p99-lag-ms 1] [--max-mean-lag-frac 0.01] [--server-stats 1|0]
 //   node loadgen.js --port N --path P --schedule day.json ...
+//        [--metrics-port M] [--linger S]
 //
 // Schedule.  Interarrival times are exponential with mean 1/rate, drawn from
 // a seeded mulberry32 PRNG, so a (rate, seed) pair always gives the same
@@ -48,6 +49,15 @@
 // CPU per request = server.cpu_ms / server.requests_completed and measured
 // utilisation = server.cpu_ms / server.wall_ms cover exactly this schedule.
 //
+// Exporting.  With --metrics-port M (0: off, the default) the generator serves
+// GET /metrics on 127.0.0.1:M in Prometheus's text format: the histogram
+// loadgen_request_duration_seconds{path} of end - sent of every successful
+// scheduled request (not the warm-up), with the validation server's fine
+// buckets (2^(k/4) from 0.25 ms to 4 s), observed when the response ends --
+// what a proxy in front of the server (nginx's $request_time) would export,
+// queue included.  --linger S keeps serving it S seconds after the report, so
+// a scraper sees the last responses.
+//
 // Refusing to report.  The arrival process is only Poisson if the sends
 // kept to the schedule.  The run is rejected when
 //   p99 schedule lag > --max-p99-lag-ms (default 1 ms)  or
@@ -72,7 +82,8 @@ function usage(msg) {
   if (msg) process.stderr.write(`loadgen: ${msg}\n`);
   process.stderr.write('usage: node loadgen.js --port N --path P --rate R [--count C] [--duration S] '
     + '[--seed N] [--out FILE] [--host H] [--warm-sockets W] [--max-sockets M] [--drain-timeout S] '
-    + '[--spin-ms MS] [--max-p99-lag-ms MS] [--max-mean-lag-frac F] [--server-stats 1|0]\n');
+    + '[--spin-ms MS] [--max-p99-lag-ms MS] [--max-mean-lag-frac F] [--server-stats 1|0] '
+    + '[--schedule FILE] [--metrics-port M] [--linger S]\n');
   process.exit(EXIT_USAGE);
 }
 
@@ -80,13 +91,14 @@ function parseArgs(argv) {
   const o = {
     host: '127.0.0.1', port: null, path: null, rate: null, count: 100000, duration: 10,
     seed: 1, out: null, warmSockets: 64, maxSockets: 4096, drainTimeout: 15, spinMs: 2,
-    maxP99LagMs: 1, maxMeanLagFrac: 0.01, serverStats: 1,
+    maxP99LagMs: 1, maxMeanLagFrac: 0.01, serverStats: 1, metricsPort: 0, linger: 0,
   };
   const numeric = {
     '--port': 'port', '--rate': 'rate', '--count': 'count', '--duration': 'duration',
     '--seed': 'seed', '--warm-sockets': 'warmSockets', '--max-sockets': 'maxSockets',
     '--drain-timeout': 'drainTimeout', '--spin-ms': 'spinMs', '--max-p99-lag-ms': 'maxP99LagMs',
     '--max-mean-lag-frac': 'maxMeanLagFrac', '--server-stats': 'serverStats',
+    '--metrics-port': 'metricsPort', '--linger': 'linger',
   };
   for (let i = 2; i < argv.length; i++) {
     const a = argv[i];
@@ -116,7 +128,56 @@ function parseArgs(argv) {
   if (!(o.count >= 1) || !(o.duration > 0)) usage('--count and --duration must be positive');
   if (!['127.0.0.1', 'localhost', '::1'].includes(o.host)) usage('loopback hosts only');
   if (!o.path.startsWith('/')) usage('--path must start with /');
+  if (!(o.linger >= 0) || !(o.metricsPort >= 0)) usage('--linger and --metrics-port must be >= 0');
   return o;
+}
+
+// The fine bucket layout of the validation server: 2^(k/4) from 0.25 ms to 4 s.
+function fineBuckets() {
+  const out = [];
+  for (let k = 0; k <= 56; k++) out.push(Number((0.00025 * 2 ** (k / 4)).toPrecision(6)));
+  return out;
+}
+
+// A Prometheus histogram of response times, served as text on /metrics.
+function latencyExporter(port, path) {
+  const le = fineBuckets();
+  const counts = new Float64Array(le.length + 1);   // per bucket (not cumulative), last is +Inf
+  let sum = 0;
+  const label = path.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n');
+  const name = 'loadgen_request_duration_seconds';
+  function text() {
+    const lines = [`# HELP ${name} response time seen by the load generator (end - sent), seconds`,
+      `# TYPE ${name} histogram`];
+    let cum = 0;
+    for (let j = 0; j < le.length; j++) {
+      cum += counts[j];
+      lines.push(`${name}_bucket{path="${label}",le="${le[j]}"} ${cum}`);
+    }
+    cum += counts[le.length];
+    lines.push(`${name}_bucket{path="${label}",le="+Inf"} ${cum}`);
+    lines.push(`${name}_sum{path="${label}"} ${sum}`);
+    lines.push(`${name}_count{path="${label}"} ${cum}`);
+    return lines.join('\n') + '\n';
+  }
+  const server = http.createServer((req, res) => {
+    if (req.url !== '/metrics') {
+      res.statusCode = 404;
+      return res.end('not found\n');
+    }
+    res.setHeader('Content-Type', 'text/plain; version=0.0.4');
+    res.end(text());
+  });
+  server.listen(port, '127.0.0.1');
+  return {
+    observe(seconds) {
+      let j = 0;
+      while (j < le.length && seconds > le[j]) j++;
+      counts[j] += 1;
+      sum += seconds;
+    },
+    close() { server.close(); },
+  };
 }
 
 // mulberry32: a small, fast, seeded 32-bit PRNG (public domain, T. Ettinger).
@@ -190,7 +251,8 @@ function main() {
   const errors = {};
 
   // Hard bound on the whole process, whatever happens.
-  const hardLimitS = o.duration + o.drainTimeout + 30;
+  const hardLimitS = o.duration + o.drainTimeout + o.linger + 30;
+  const exporter = o.metricsPort > 0 ? latencyExporter(o.metricsPort, o.path) : null;
   setTimeout(() => {
     process.stderr.write(`loadgen: hard time limit ${hardLimitS} s reached, aborting\n`);
     process.exit(EXIT_FAILED);
@@ -239,6 +301,7 @@ function main() {
       done = true;
       end[i] = performance.now() - t0;
       status[i] = code;
+      if (exporter && code >= 200 && code < 300) exporter.observe((end[i] - sent[i]) / 1000);
       if (err) errors[err.code || err.message] = (errors[err.code || err.message] || 0) + 1;
       outstanding--;
       if (nextIdx >= n && outstanding === 0) finish();
@@ -333,7 +396,8 @@ function main() {
       code = EXIT_FAILED;
     }
     process.exitCode = code;
-    setImmediate(() => process.exit(code));
+    if (exporter) setTimeout(() => process.exit(code), o.linger * 1000);
+    else setImmediate(() => process.exit(code));
   }
 
   // Warm the connection pool, zero the server's counters (so its CPU and

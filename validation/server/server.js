@@ -41,7 +41,7 @@
 //                              http_request_duration_seconds (prom-client's
 //                              default buckets, 5 ms to 10 s) and
 //                              http_request_duration_fine_seconds (0.25 ms to
-//                              4 s, powers of 2), both labelled by route and
+//                              4 s, four per doubling), both labelled by route and
 //                              timed in this middleware around the handler
 //                              (so they do not see the wait in the socket
 //                              before the event loop reads the request), and
@@ -226,7 +226,9 @@ function metricsOf(args) {
   const register = new client.Registry();
   client.collectDefaultMetrics({ register });
   const fine = [];
-  for (let b = 0.00025; b <= 4.0001; b *= 2) fine.push(Number(b.toPrecision(6)));
+  // 2^(k/4) from 0.25 ms to 4 s: four buckets per doubling, so a few-ms handler's spread
+  // (and its scv) shows in several buckets, not in one power of two.
+  for (let k = 0; k <= 56; k++) fine.push(Number((0.00025 * 2 ** (k / 4)).toPrecision(6)));
   return {
     register,
     coarse: new client.Histogram({ name: 'http_request_duration_seconds', help: 'request duration (middleware)',
