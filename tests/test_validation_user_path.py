@@ -92,8 +92,8 @@ def test_the_short_user_path_runs_and_reports(tmp_path):
     view), two peak points.  Checked: both fits chose the blocking model and read the CPU per
     request off the process counter (5 ms of busy loop plus Node's, Koa's and prom-client's
     own), the in-process fit found the busy loop's near-constant CPU, and every predicted p99
-    has an interval around its estimate; summary.json, the table and the plot are written.  The accuracy targets are
-    the full run's (validation/README.md): this one is too short to hold them."""
+    has an interval around its estimate; summary.json, the table and the plot are written.  The
+    accuracy targets are the full run's (validation/README.md): this one is too short to hold them."""
     why = _user_path().missing()
     if why is not None:
         pytest.skip(why)

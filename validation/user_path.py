@@ -18,8 +18,8 @@ For each handler:
 4. The peak: Poisson load at the rates the fit puts at 70 % and 80 % CPU, the generator's own
    latencies (what clients see) against ``predict`` and ``predict_mean`` with 90 % intervals.
 
-Writes ``DIR/user_path.csv`` (one row per handler, histogram and load), ``DIR/user_path.txt`` (the table and
-each fit's summary), ``DIR/user_path.png`` and ``DIR/summary.json``.  Run through
+Writes ``DIR/user_path.csv`` (one row per handler, histogram and load), ``DIR/user_path.txt``
+(the table and each fit's summary), ``DIR/user_path.png`` and ``DIR/summary.json``.  Run through
 ``python validation/run.py --user-path --out DIR [--quick]``.
 """
 from __future__ import annotations
@@ -44,8 +44,7 @@ METRIC = "http_request_duration_fine_seconds"     # the finer of the server's tw
 PROXY_METRIC = "loadgen_request_duration_seconds" # the generator's, as a proxy in front would export it
 #: The two histograms a team may have, each fitted where it was measured: the application's own
 #: (timed in its middleware: the queue in front of a blocking handler is not in it) and a proxy's.
-SOURCES = (("in_process", METRIC, {"measured_at": "in_process"}),
-           ("proxy", PROXY_METRIC, {"measured_at": "proxy"}))
+SOURCES = (("in_process", METRIC), ("proxy", PROXY_METRIC))
 SCRAPE_S = 5.0
 LOW_UTIL, HIGH_UTIL = 0.10, 0.55                  # the day's CPU range
 PEAK_UTILS = (0.7, 0.8)
@@ -173,12 +172,12 @@ def run_handler(h: DayHandler, s: Settings, out: pathlib.Path, seed: int) -> tup
                                metrics_port=gen_port, linger=linger)
             end = time.time() - linger
             fits, notes = {}, {}
-            for source, metric, options in SOURCES:
+            cpu = f'process_cpu_seconds_total{{instance="{server_at}"}}'
+            for source, metric in SOURCES:
                 with warnings.catch_warnings(record=True) as caught:
                     warnings.simplefilter("always")
-                    cpu = f'process_cpu_seconds_total{{instance="{server_at}"}}'
                     fits[source] = from_prometheus(url, metric, start=start + SCRAPE_S, end=end - 1.0,
-                                                   step=s.step_s, cpu=cpu, **options)
+                                                   step=s.step_s, cpu=cpu, measured_at=source)
                 notes[source] = [str(w.message) for w in caught]
         rows = []
         for j, util in enumerate(PEAK_UTILS):
@@ -254,7 +253,7 @@ def run(out: pathlib.Path, quick: bool = False, seed: int = 1, handlers: list[st
         "met": {source: {"mean": int(sum(abs(r["mean_error"]) <= 0.10 for r in mine)),
                          "p99": int(sum(abs(r["p99_error"]) <= 0.20 for r in mine)),
                          "p99_covered": int(sum(r["p99_covered"] for r in mine)), "of": len(mine)}
-                for source, _, _ in SOURCES
+                for source, _ in SOURCES
                 for mine in [[r for r in rows if r["histogram"] == source]]},
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=1, default=float))

@@ -176,7 +176,6 @@ function latencyExporter(port, path) {
       counts[j] += 1;
       sum += seconds;
     },
-    close() { server.close(); },
   };
 }
 
