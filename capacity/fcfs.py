@@ -146,7 +146,8 @@ class _ShapeFamily:
             self.a = p["k"].astype(float) if svc.family == "erlang" else 1.0 / p["scv"]
             self.scale = p["mean"] / self.a
 
-    def _col(self, v: np.ndarray, t: np.ndarray) -> np.ndarray:
+    @staticmethod
+    def _col(v: np.ndarray, t: np.ndarray) -> np.ndarray:
         return v.reshape(v.shape + (1,) * (t.ndim - 1))
 
     def cdf_sf_pdf(self, t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -383,9 +384,7 @@ class _Model:
         s = law.at_z(z)
         k = _GL_X.size
         gap = np.maximum(t[:, None] - s, 1e-12 * self.m1[:, None]).ravel()
-        rep = self.take(np.repeat(np.arange(self.n), k))
-        if self.table is not None:
-            rep.table = self.table
+        rep = self.take(np.repeat(np.arange(self.n), k))   # shares the tabulated transform
         w_sf, w_dens = rep.wait_sf_dens(gap)
         sf = sf_t + np.sum(weight * w_sf.reshape(self.n, k), axis=1)
         dens = (1.0 - self.rho) * pdf_t + np.sum(weight * w_dens.reshape(self.n, k), axis=1)
