@@ -15,7 +15,7 @@ from scipy.linalg.lapack import zgttrs as _zgttrs
 from scipy.special import gammaincc, gammaln
 
 from ._laplace import euler_nodes, invert
-from ._ps_chain import _unique_points
+from ._ps_chain import _state_band, _unique_points
 from ._ps_transform import _pad_ph
 from .distributions import Service
 from .phasetype import phase_type
@@ -64,34 +64,35 @@ def _mgc_sf_pdf(t: np.ndarray, lam: np.ndarray, mu: np.ndarray, c: np.ndarray,
     m = beta.shape[-1]
     sf = np.empty(b)
     pdf = np.empty(b)
-    nmax = _mgc_states(lam / (c * mu), c)
+    bottom, nmax = _state_band(lam / (c * mu), c, _mgc_states(lam / (c * mu), c))
     k = euler_nodes(np.ones(1)).shape[-1]
     # chunks of whole points, each at most _MGC_CHUNK_UNKNOWNS unknowns (one point may exceed it)
-    cum = np.cumsum((nmax + 1) * k)
+    cum = np.cumsum((nmax - bottom + 1) * k)
     starts = [0]
     while starts[-1] < b:
         base = cum[starts[-1] - 1] if starts[-1] else 0
         starts.append(max(starts[-1] + 1, int(np.searchsorted(cum, base + _MGC_CHUNK_UNKNOWNS, side="right"))))
     for lo, hi in zip(starts[:-1], starts[1:]):
         sl = slice(lo, min(hi, b))
-        sf[sl], pdf[sl] = _mgc_chunk(t[sl], lam[sl], mu[sl], c[sl].astype(float), nmax[sl], beta[sl], rate[sl],
-                                     onward[sl], m)
+        sf[sl], pdf[sl] = _mgc_chunk(t[sl], lam[sl], mu[sl], c[sl].astype(float), bottom[sl], nmax[sl], beta[sl],
+                                     rate[sl], onward[sl], m)
     return sf, pdf
 
 
-def _mgc_chunk(t, lam, mu, c, nmax, beta, rate_ph, onward_ph, m):
-    sizes = nmax + 1
+def _mgc_chunk(t, lam, mu, c, bottom, nmax, beta, rate_ph, onward_ph, m):
+    sizes = nmax - bottom + 1
     pid = np.repeat(np.arange(t.size), sizes)             # point of each state
     first = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-    n = np.arange(pid.size) - first[pid]                   # state n within its point
+    local = np.arange(pid.size) - first[pid]               # state index within its point's band
+    n = bottom[pid] + local                                # the others' count
     top = n == nmax[pid]
     share = np.minimum(1.0, c[pid] / (n + 1.0))
     birth = np.where(top, 0.0, lam[pid])
-    death = n * share * mu[pid]
+    death = np.where(local > 0, n * share * mu[pid], 0.0)  # a wall at the band's bottom
     # M/M/c stationary law of the others at the tagged arrival (PASTA), from log ratios
     with np.errstate(divide="ignore"):
         step = np.log(np.maximum(lam[pid] / mu[pid], 1e-300)) - np.log(np.minimum(np.maximum(n, 1), c[pid]))
-    step[n == 0] = 0.0
+    step[local == 0] = 0.0
     logp = np.cumsum(step)
     logp -= np.repeat(logp[first], sizes)                  # restart at each point
     logp -= np.repeat(np.maximum.reduceat(logp, first), sizes)
@@ -102,7 +103,7 @@ def _mgc_chunk(t, lam, mu, c, nmax, beta, rate_ph, onward_ph, m):
     # Layout (K, states): node-major, each node block holds every point's chain.
     s_flat = s[pid].T                                      # (K, L)
     length = pid.size
-    sub = np.tile(np.where(n[1:] == 0, 0.0, -death[1:]), kk).astype(complex)
+    sub = np.tile(np.where(local[1:] == 0, 0.0, -death[1:]), kk).astype(complex)
     sup = np.tile(np.where(top[:-1], 0.0, -birth[:-1]), kk).astype(complex)
     # the coupling between the last state of one node block and the first of the next
     sub = np.concatenate([sub.reshape(kk, length - 1), np.zeros((kk, 1))], axis=1).ravel()[:-1]
@@ -141,29 +142,33 @@ def _no_share_modes(lam: np.ndarray, mu: np.ndarray, c: np.ndarray) -> tuple[np.
     birth-death sub-generator is symmetrisable, so ``eigh_tridiagonal`` gives its modes.
     Returns arrays (points, max c) padded with zero coefficients.
     """
-    width = int(c.max())
+    bottom, top = _state_band(lam / (mu * c), c, c.astype(int))
+    never = top < c - 1          # the band ends below c - 1: nobody ever shares a core
+    width = int(np.max(np.where(never, 1, c - bottom)))
     coef = np.zeros((lam.size, width))
     theta = np.zeros((lam.size, width))
     uniq, inverse = _unique_points(lam / mu, c, mu)
     for j, (a, cc, rate) in enumerate(uniq):
         cc = int(cc)
-        n = np.arange(cc, dtype=float)
         rows = inverse == j
-        if a == 0:
+        low = int(bottom[rows][0])
+        if a == 0 or never[rows][0]:
             coef[rows, 0] = 1.0
             continue
+        n = np.arange(low, cc, dtype=float)
         # M/M/c: P(N = n) proportional to a^n / n! below c, and sum_{n >= c} = a^c / c! / (1 - a/c)
         logw = n * np.log(a) - gammaln(n + 1)
         log_rest = cc * np.log(a) - gammaln(cc + 1.0) - np.log1p(-a / cc)
         shift = max(logw.max(), log_rest)
-        pi = np.exp(logw - shift) / (np.exp(logw - shift).sum() + np.exp(log_rest - shift))
-        birth, death = np.full(cc, a * rate), n * rate
+        norm = np.exp(logw - shift).sum() + np.exp(log_rest - shift)
+        birth, death = np.full(n.size, a * rate), np.where(n > low, n * rate, 0.0)  # a wall at the bottom
         # detailed balance w_n lam = w_{n+1} (n+1) mu with w the same a^n / n!: symmetrise by sqrt(w)
         half = 0.5 * (logw - logw.max())
-        eig, vec = eigh_tridiagonal(-(birth + death), np.sqrt(birth[:-1] * death[1:])) if cc > 1 else \
+        eig, vec = eigh_tridiagonal(-(birth + death), np.sqrt(birth[:-1] * death[1:])) if n.size > 1 else \
             (-(birth + death), np.ones((1, 1)))
-        coef[rows, :cc] = ((pi * np.exp(-half)) @ vec) * (vec.T @ np.exp(half))
-        theta[rows, :cc] = eig
+        # pi_n / sqrt(w_n), formed in logs: both factors overflow alone far below the mode
+        coef[rows, :n.size] = ((np.exp(logw - shift - half) / norm) @ vec) * (vec.T @ np.exp(half))
+        theta[rows, :n.size] = eig
     return coef, theta
 
 

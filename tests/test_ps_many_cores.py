@@ -160,3 +160,27 @@ def test_planners_accept_several_cores_with_any_law():
     need = plan.servers_needed(300.0, svc, {0.99: 0.2}, discipline="ps")
     assert float(ps.response_sf(0.2, 300.0, svc, servers=need.servers)) <= 0.01
     assert float(ps.response_sf(0.2, 300.0, svc, servers=need.servers - 1)) > 0.01
+
+
+@pytest.mark.parametrize("family, c, rho", [("exponential", 2000, 0.5), ("exponential", 2000, 0.97),
+                                            ("exponential", 20000, 0.995), ("gamma", 2000, 0.5),
+                                            ("gamma", 2000, 0.97)])
+def test_band_of_states_changes_nothing(monkeypatch, family, c, rho):
+    """The chains keep only the others' counts within 12 sqrt(a) + 40 of the offered load a
+    (``_ps_chain._state_band``): c = 10^7 cores once took 80 s and 2 GB in ``plan.qps_ceiling``.
+    Against the same chains over every count (the band widened out of reach): 1e-9 in P(T > t)."""
+    import capacity._ps_chain as chain
+
+    svc = Service.exponential(1.0) if family == "exponential" else Service.gamma(1.0, 0.5)
+    t = np.array([0.05, 0.5, 1.0, 2.0, 4.0, 8.0])
+    banded = ps.response_sf(t, rho * c, svc, servers=c)
+    monkeypatch.setattr(chain, "_BAND_SD", 1e9)
+    full = ps.response_sf(t, rho * c, svc, servers=c)
+    assert np.max(np.abs(banded - full)) < 1e-9, (banded, full)
+
+
+def test_ten_million_cores_at_light_load_never_share():
+    """With c = 10^7 cores at utilisation 0.5 nobody shares a core: the response time is the CPU
+    time itself, exactly (exponential: P(T > t) = exp(-t); 1e-9 is the inversion's accuracy)."""
+    t = np.array([0.1, 1.0, 5.0])
+    np.testing.assert_allclose(ps.response_sf(t, 0.5e7, 1.0, servers=10**7), np.exp(-t), rtol=0, atol=1e-8)
