@@ -422,9 +422,17 @@ def _dispatch(pts: _Points, unstable_value: float, zero_rate: Callable, core: Ca
     if idle.any():
         out[idle] = zero_rate(idle)
     busy = pts.stable & (pts.lam > 0)
-    if busy.any():
-        out[busy] = core(pts.active(busy), busy)
+    # In chunks: the transforms hold ~10 kB per point (31 Euler nodes x the service's terms), so a
+    # 10^6-point grid at once took 9.7 GB.
+    idx = np.flatnonzero(busy)
+    for lo in range(0, idx.size, _CHUNK_POINTS):
+        part = np.zeros(busy.shape, dtype=bool)
+        part[idx[lo:lo + _CHUNK_POINTS]] = True
+        out[part] = core(pts.active(part), part)
     return out.reshape(pts.shape)
+
+
+_CHUNK_POINTS = 20_000
 
 
 def mean_wait(arrival_rate: ArrayLike, service: Service | ArrayLike, servers: ArrayLike = 1):
