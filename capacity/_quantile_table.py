@@ -25,8 +25,9 @@ What is stored
 ``log((1 - rho) t_q / E[S])`` -- smooth and bounded in all three coordinates -- on a regular
 grid in ``(logit rho, log scv, z)``, ``z = log(-log(1 - q))``: 32 utilisations from 0.001 to
 0.999, scv values evenly spaced in log scv from 0.04 (18 up to 25; a table may stop at a lower
-scv, each file stores its grid) and 40 levels from q = 0.001 to q = 1 - 1e-6.  It is read with a tensor-product cubic spline
-(:class:`scipy.interpolate.RegularGridInterpolator`, ``method="cubic"``).  Below
+scv, each file stores its grid) and 40 levels from q = 0.001 to q = 1 - 1e-6.  It is read with a
+tensor-product cubic spline (not-a-knot, :class:`scipy.interpolate.NdBSpline`, see
+:func:`_tensor_spline`).  Below
 ``rho = 0.001`` the value at 0.001 is used (within ~0.1 % of the limit); at exactly zero
 arrivals the callers return the service time's own distribution.  ``P(T > t)`` is the same spline solved for ``z`` (bracketed on the grid levels, then Illinois
 iterations).  Interpolation errors against the direct computation, between the nodes, are
@@ -69,10 +70,26 @@ def path(discipline: str) -> pathlib.Path:
     return FOLDER / f"{discipline}_quantiles.npz"
 
 
+def _tensor_spline(grid: tuple, values: np.ndarray):
+    """The cubic not-a-knot tensor-product spline through ``values`` on ``grid``, by exact 1-D
+    solves along one axis after the other (the tensor-product system separates).
+
+    Not ``RegularGridInterpolator(method="cubic")``: scipy 1.17 solves the whole system
+    iteratively (GCROT(m, k)), which took 0.4-1.3 s per table -- most of a fresh process's first
+    PS call -- and under scipy 1.17 stopped short of interpolating: 5e-3 off in log t at the FCFS
+    gamma table's own nodes (this construction: 1e-14, in 1 ms)."""
+    from scipy.interpolate import NdBSpline, make_interp_spline
+
+    coefs, knots = values, []
+    for axis, x in enumerate(grid):
+        spline = make_interp_spline(x, coefs, k=3, axis=axis)
+        knots.append(spline.t)
+        coefs = np.moveaxis(spline.c, 0, axis)    # BSpline keeps the interpolated axis first
+    return NdBSpline(tuple(knots), coefs, 3)
+
+
 @functools.lru_cache(maxsize=None)
 def _interpolators(discipline: str) -> dict:
-    from scipy.interpolate import RegularGridInterpolator
-
     file = path(discipline)
     if not file.exists():
         return {}
@@ -84,8 +101,7 @@ def _interpolators(discipline: str) -> dict:
             if key in data.files:
                 scv = data[f"scv_{fam}"]   # a prefix of SCV[fam]: a table may stop short of its top
                 grid = (np.log(rho / (1.0 - rho)), np.log(scv), z)
-                out[fam] = (RegularGridInterpolator(grid, data[key].astype(float), method="cubic"),
-                            float(scv[0]), float(scv[-1]))
+                out[fam] = (_tensor_spline(grid, data[key].astype(float)), float(scv[0]), float(scv[-1]))
     return out
 
 
