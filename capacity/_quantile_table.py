@@ -38,7 +38,7 @@ Outside the grid (several cores, ``rho > 0.999``, scv or q beyond the ranges) th
 compute the point directly; :class:`Coverage` says which points of a batch a table answers.
 A family is answered from a table exactly when the shipped file holds it, so the PS file holds
 only laws without an exact phase-type computation (this release: lognormal from scv 0.57 and gamma
-from 0.085 to 1.2).
+from 0.085 to 5.5).
 """
 from __future__ import annotations
 

@@ -656,7 +656,7 @@ def response_quantile(q: ArrayLike, arrival_rate: ArrayLike, service: Service | 
     **Lognormal and gamma service on one core come from a shipped table** of that
     computation (:mod:`capacity._quantile_table`: 32 utilisations from 0.001
     to 0.999 x scv values evenly spaced in log scv -- lognormal 0.57 to 25 (11 nodes), gamma
-    0.085 to 1.2 (8 nodes) -- x 40 levels from q = 0.001 to 1 - 1e-6, read by a cubic spline;
+    0.085 to 5.5 (12 nodes) -- x 40 levels from q = 0.001 to 1 - 1e-6, read by a cubic spline;
     :func:`response_sf` solves the same spline for the level), because the
     direct computation is slow for these laws (``benchmarks/bench_ps.py``).
     Points off the table (rho > 0.999, scv outside, q beyond the levels) are
@@ -679,14 +679,20 @@ def response_quantile(q: ArrayLike, arrival_rate: ArrayLike, service: Service | 
         0.3    0.8   +0.2% (0.4)  +0.5% (0.5)  +0.4% (0.9)  -0.6% (1.4)
         0.7    0.6   +0.0% (0.2)  -0.1% (0.4)  -0.0% (0.5)  +0.2% (1.0)
         1.1    0.9   +0.0% (1.2)  -0.2% (1.6)  -0.7% (2.1)  -1.4% (3.0)
+        1.5    0.9   -0.3% (1.4)  -0.7% (2.0)  -1.7% (2.9)  -2.6% (4.3)   (99 % half-widths
+        3.0    0.8   -0.2% (0.8)  -0.1% (1.0)  -1.0% (1.6)  +0.5% (2.6)    from here on)
+        5.0    0.6   -0.0% (0.8)  +0.3% (0.8)  -0.8% (1.2)  -0.8% (2.3)
 
     The gamma table against the direct computation between its nodes
     (``tools/build_quantile_tables.py --check ps gamma``, 64 points): within 0.6 % above scv
     0.124 (median 0.05 %); between 0.085 and 0.124 up to 7 % apart, where the direct
     computation is the one off -- its hyper-Erlang fit of a shape-10 gamma is poor -- as
     simulation shows at scv 0.103 (1e6 requests, rho 0.02 / 0.3 / 0.7: table within 1.8 %,
-    direct -4 % to -9 % at p99 and p99.9).  Gamma above scv 1.2 is
-    computed directly (its table build does not yet cover the levels near rho = 1 there).
+    direct -4 % to -9 % at p99 and p99.9).  From scv 1.2 to 5.5: within 0.7 % of the direct
+    computation between the nodes, except p50 below utilisation 0.1 at scv ~4.5 (2 %) and p99.9
+    above 0.98 (0.9 %); there, above rho = 0.986, the levels beyond q = 1 - 4e-5 are extrapolated
+    along the exponential tail (the transform resolves P(T > t) to ~1e-6 at those t).  Gamma
+    above scv 5.5 is computed directly (the build does not cover rho = 0.998 at scv 8).
     Below scv 0.57 the lognormal's hyper-Erlang fits are too uneven to interpolate
     (measured at scv 0.15, rho 0.79: -5.6 % / -9.3 % at p99 / p99.9 from a
     table, -2.3 % / -4.7 % directly), so those points are computed directly.

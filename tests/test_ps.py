@@ -355,11 +355,12 @@ def test_shipped_fit_between_nodes_is_as_good_as_a_live_fit(family, scv):
     assert table < 0.15
 
 
-@pytest.mark.parametrize("scv,rho", [(0.15, 0.8), (1.1, 0.9)])
+@pytest.mark.parametrize("scv,rho", [(0.15, 0.8), (1.1, 0.9), (3.0, 0.8)])
 def test_tabled_gamma_quantiles_against_simulation(scv, rho):
-    """Gamma CPU on one core comes from the shipped PS table (scv 0.085-1.2).  Seeded exact PS
+    """Gamma CPU on one core comes from the shipped PS table (scv 0.085-5.5).  Seeded exact PS
     simulation, 3e6 s; the table must lie within the 99 % batch-means CI widened by 1 %
-    (measured on 1e7 s runs: within 0.7 % at p50-p99, 1.4 % at p99.9)."""
+    (measured on 1e7 s runs: within 0.7 % at p50-p99, 1.4 % at p99.9; scv 1.5-5, added later:
+    within 1.7 % / 2.6 % at p99 / p99.9, inside the runs' intervals)."""
     from capacity import _quantile_table
 
     assert "gamma" in _quantile_table.families("ps")

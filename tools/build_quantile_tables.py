@@ -45,17 +45,34 @@ table_mod.disabled = True  # a rebuild computes every point directly, never from
 T_POINTS = 72
 
 
+# How far short of the last level (in z) a row's resolved tail may stop and be extrapolated.
+TAIL_REACH = 0.35
+
+
 def _levels(t: np.ndarray, sf: np.ndarray, rho: float) -> np.ndarray | None:
-    """log((1 - rho) t_q) at the levels Z from one row of P(T > t), or None if not covered."""
+    """log((1 - rho) t_q) at the levels Z from one row of P(T > t), or None if not covered.
+
+    Near rho = 1 the transform resolves P(T > t) only to ~1e-6 absolute at the huge t of the far
+    tail (heavy-tailed gamma above scv 1.2 at rho >= 0.986 stops near P = 4e-5).  A row whose tail
+    reaches within TAIL_REACH of the last level is extrapolated there linearly in (z, log t), with
+    the slope of its last 0.5 in z: the PS tail is exponential, -log P(T > t) ~ g t, so log t is
+    asymptotically z - log g, slope 1."""
     ok = (sf > 1e-12) & (sf < 1.0 - 1e-12)
     g = np.log(-np.log(sf[ok]))
     y = np.log(t[ok])
     # The transform's absolute error (~1e-9) can make the far tail wiggle: keep it monotone.
     keep = np.concatenate([[True], np.diff(g) > 0]) & (g >= np.maximum.accumulate(g))
     g, y = g[keep], y[keep]
-    if g.size < 8 or g[0] > Z[0] or g[-1] < Z[-1]:
+    if g.size < 8 or g[0] > Z[0] or g[-1] < Z[-1] - TAIL_REACH:
         return None
-    return PchipInterpolator(g, y)(Z) + np.log1p(-rho)
+    inside = Z <= g[-1]
+    out = np.empty(Z.size)
+    out[inside] = PchipInterpolator(g, y)(Z[inside])
+    if not inside.all():
+        last = g >= g[-1] - 0.5
+        slope = np.polyfit(g[last], y[last], 1)[0] if last.sum() >= 2 else 1.0
+        out[~inside] = y[-1] + slope * (Z[~inside] - g[-1])
+    return out + np.log1p(-rho)
 
 
 def one_scv_fcfs(family: str, scv: float) -> np.ndarray:
@@ -128,7 +145,8 @@ def check(discipline: str, family: str, levels=(0.5, 0.9, 0.99, 0.999), step: in
     spline = table_mod._interpolators(discipline)[family][0]
     model = ps if discipline == "ps" else fcfs
     lr = np.log(RHO / (1 - RHO))
-    ls = np.asarray(spline.grid[1])
+    with np.load(table_mod.path(discipline)) as data:
+        ls = np.log(data[f"scv_{family}"])
     q = np.array(levels)
     z = np.log(-np.log1p(-q))
     worst = np.zeros(q.size)

@@ -89,7 +89,7 @@ class SearchSpace:
                 a, b = max(a, _SLOW_PS_SCV[0]), min(b, _SLOW_PS_SCV[1])
                 tabled = scv_range("ps", family)
                 # Lognormal is held to its table: below it the hyper-Erlang fit is poor.  Gamma is
-                # tabled from 0.085 to 1.2 and computed directly (slowly, but right) beyond -- unless
+                # tabled from 0.085 to 5.5 and computed directly (slowly, but right) beyond -- unless
                 # the family is a candidate of a model selection, where minutes per fit are too many.
                 if tabled is not None and (family == "lognormal" or tabled_only):
                     a, b = max(a, tabled[0]), min(b, tabled[1])
