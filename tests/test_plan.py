@@ -367,3 +367,14 @@ def test_longer_timeout_never_lowers_the_safe_rate(service, timeout, longer, fra
     short = plan.timeout_safe_rate(service, 1, timeout, frac, discipline="fcfs")
     long_ = plan.timeout_safe_rate(service, 1, timeout * longer, frac, discipline="fcfs")
     assert short.qps <= long_.qps * (1 + 1e-6)
+
+
+@pytest.mark.parametrize("scv", [0.3, 0.99, 3.0])
+def test_ps_ceiling_of_a_tabled_law_is_where_the_tail_meets_the_slo(scv):
+    """A PS ceiling for a law the shipped table holds is solved on its quantiles (a gamma scv 0.3
+    ceiling took 27 s through P(T > t), whose far tail at light load was computed directly): at
+    the ceiling the p99 is the threshold and P(T > threshold) is 1 %, read independently."""
+    svc = Service.gamma(0.025, scv)
+    res = plan.qps_ceiling(svc, 1, {0.99: 0.5}, discipline="ps")
+    assert 0 < res.qps < 40.0
+    assert float(ps.response_sf(0.5, res.qps, svc)) == pytest.approx(0.01, rel=1e-3)
