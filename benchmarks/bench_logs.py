@@ -17,12 +17,22 @@ temporary file, then times, in the same process and on the same file:
 Each figure is the best of ``--repeat`` runs; CPU time (``time.process_time``) is reported next to wall time
 because the figure that matters is per core, and a shared machine inflates wall time.
 Target: read_nginx >= 200,000 lines/s on one core.
+
+Then, old reader against the streaming one (issue 18): each runs alone in a child process on the same file
+-- ``read_nginx(path, usecols=[...])`` and ``logs.aggregate(path, window=60)`` (polars, every core) -- and
+reports its wall and CPU time and its peak resident memory (``ru_maxrss``: it sees Arrow's and polars'
+native memory, which tracemalloc does not).  Target: aggregate >= 2,000,000 lines/s (wall, 2 cores) and
+>= 5x read_nginx in the same run.  ``--stream-only`` skips the first part.
 """
 from __future__ import annotations
 
 import argparse
 import datetime as dt
+import json
 import os
+import resource
+import subprocess
+import sys
 import random
 import re
 import tempfile
@@ -106,15 +116,58 @@ def best_of(func, repeat: int) -> tuple[float, float, object]:
     return cpu, wall, result
 
 
+def child(reader: str, path: str) -> None:
+    """Run one reader on ``path`` in this (child) process and print its figures as JSON."""
+    from capacity import logs
+
+    w0, c0 = time.perf_counter(), time.process_time()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        if reader == "read_nginx":
+            n = len(read_nginx(path, usecols=_FIT_COLUMNS))
+        else:
+            n = logs.aggregate(path, window=60).requests
+    wall, cpu = time.perf_counter() - w0, time.process_time() - c0
+    print(json.dumps({"lines": n, "wall": wall, "cpu": cpu,
+                      "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+
+
+def compare_in_children(path: str, lines: int) -> None:
+    figures = {}
+    load_before = os.getloadavg()[0]   # other work on the machine takes cores from the 2-thread reader first
+    for reader in ("read_nginx", "aggregate"):
+        out = subprocess.run([sys.executable, __file__, "--child", reader, path], check=True,
+                             capture_output=True, text=True).stdout
+        figures[reader] = json.loads(out.strip().splitlines()[-1])
+        assert figures[reader]["lines"] == lines, figures[reader]
+    print(f"\n{'reader (child process)':<24} {'lines/s (wall)':>15} {'lines/s (CPU)':>14} {'peak RSS':>10}")
+    for reader, f in figures.items():
+        print(f"{reader:<24} {lines / f['wall']:>15,.0f} {lines / f['cpu']:>14,.0f} {f['peak_mb']:>7,.0f} MB")
+    old, new = figures["read_nginx"], figures["aggregate"]
+    print(f"aggregate / read_nginx: {old['wall'] / new['wall']:.1f}x lines/s (wall), "
+          f"{old['cpu'] / new['cpu']:.1f}x per CPU second, {new['peak_mb'] / old['peak_mb']:.2f}x peak memory; "
+          f"target >= 2,000,000 lines/s wall and >= 5x: "
+          f"{'met' if lines / new['wall'] >= 2e6 and old['wall'] / new['wall'] >= 5 else 'NOT met'} on this machine "
+          f"(CPU time over {os.cpu_count()} cores; a busy machine lowers the wall figures)")
+    print(f"load average (1 min) before / after: {load_before:.2f} / {os.getloadavg()[0]:.2f} "
+          f"on {os.cpu_count()} cores (the readers' own runs included)")
+
+
 def main() -> None:
+    if len(sys.argv) == 4 and sys.argv[1] == "--child":
+        return child(sys.argv[2], sys.argv[3])
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lines", type=int, default=500_000)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--stream-only", action="store_true", help="only the child-process comparison")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "access.log")
         write_log(path, args.lines)
         size_mb = os.path.getsize(path) / 1e6
+        if args.stream_only:
+            print(f"{args.lines:,} lines, {size_mb:.1f} MB")
+            return compare_in_children(path, args.lines)
         with warnings.catch_warnings():
             warnings.simplefilter("error")  # the synthetic file must parse completely
             c_fast, w_fast, df = best_of(lambda: read_nginx(path), args.repeat)
@@ -123,6 +176,8 @@ def main() -> None:
         assert len(df) == len(ref) == args.lines, (len(df), len(ref))
         assert (df["status"].to_numpy() == ref["status"].to_numpy()).all()
         assert ((df["upstream_response_time"] - ref["upstream_response_time"]).abs().max() < 1e-12)
+        del df, ref
+        compare_in_children(path, args.lines)
     print(f"{args.lines:,} lines, {size_mb:.1f} MB, best of {args.repeat}")
     print(f"{'reader':<12} {'lines/s (CPU)':>14} {'lines/s (wall)':>15}")
     print(f"{'read_nginx':<12} {args.lines / c_fast:>14,.0f} {args.lines / w_fast:>15,.0f}")

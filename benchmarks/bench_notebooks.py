@@ -111,6 +111,9 @@ MOVES: dict[str, list[Group]] = {
     ],
     "07": [Group("CPU, think time, concurrency (MVA + PS + redraw)",
                  [("cpu_ms", 20.0), ("think_ms", 200.0), ("users", 50)], repeat=4)],
+    "08": [Group("steal, CPU, cores, QPS, task, parallel, utilisation, burst (steal + hand-off + redraw)",
+                 [("steal", 25.0), ("cpu_ms", 30.0), ("servers", 2), ("qps", 60.0), ("task_ms", 10.0),
+                  ("parallel", 2), ("util", 10.0), ("burst_ms", 8.0)], repeat=3)],
 }
 
 
@@ -230,7 +233,7 @@ def bench_one(path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("numbers", nargs="*", help="notebook numbers (01 ... 07); default: all")
+    parser.add_argument("numbers", nargs="*", help="notebook numbers (01 ... 08); default: all")
     parser.add_argument("--one", type=Path, help=argparse.SUPPRESS)   # internal: one notebook, this process
     args = parser.parse_args(argv)
     if args.one:

@@ -98,3 +98,14 @@ def solve_increasing(func: Callable[[np.ndarray], np.ndarray], target: np.ndarra
             break
     out = fwd(x)
     return np.where(np.isfinite(target), out, np.nan)
+
+
+def progress_ticker(progress: Callable[[int, int], object] | None, total: int) -> Callable[[], None]:
+    """A step counter calling ``progress(done, total)`` (nothing without ``progress``)."""
+    done = [0]
+
+    def tick() -> None:
+        done[0] += 1
+        if progress is not None:
+            progress(done[0], total)
+    return tick

@@ -32,13 +32,17 @@ import pandas as pd
 
 from ._log_columns import _UNITS, _normalise_requests, _RequestColumns, _resolve_columns
 from ._log_format import _FLOAT_VARS, _INT_VARS, _MULTI_FLOAT_VARS, _RENAME, _compile_format, _CompiledFormat
+from ._log_aggregates import LogAggregates
 from ._log_io import (LogReadWarning, MalformedLinesWarning, UndecodableLinesWarning, _check_max_examples,
                       _decode_chunk, _describe, _open_binary_or_text, _Stats, decompressed)
 
 __all__ = [
     "COMBINED",
     "COMBINED_WITH_TIMES",
+    "LogAggregates",
     "LogReadWarning",
+    "aggregate",
+    "convert",
     "MalformedLinesWarning",
     "UndecodableLinesWarning",
     "iter_nginx",
@@ -715,3 +719,180 @@ def read_requests(
     del df.attrs["undecodable"], df.attrs["undecodable_examples"]
     stats.warn("rows", stacklevel=2)
     return df
+
+
+def aggregate(
+    source,
+    window: float = 60.0,
+    *,
+    log_format: str = COMBINED_WITH_TIMES,
+    format: str | None = None,
+    timing: str = "duration",
+    edges: Sequence[float] | None = None,
+    by_endpoint: bool = True,
+    chunk_lines: int = 100_000,
+    threads: int | None = None,
+    max_examples: int = 5,
+    client=None,
+    **table_options,
+) -> LogAggregates:
+    """Stream a log of any size into per-window, per-endpoint counts and duration histograms.
+
+    Memory does not grow with the log: lines are read, parsed and folded in chunks of at most
+    ``chunk_lines``, and only the aggregates are kept.  Needs the optional packages polars and pyarrow
+    (``pip install 'capacity[logs]'``); zstd files also need zstandard.
+
+    Parameters
+    ----------
+    source : str, os.PathLike or list of them
+        A file, a glob (``"logs/access.log-*.gz"``) or a directory (every file in it, sorted by name):
+        nginx access logs (plain, gzip, zstd, bz2 or xz, recognised by their magic bytes), CSV request
+        tables (``.csv``/``.tsv``, optionally compressed), Parquet request tables, or Parquet files written
+        by :meth:`LogAggregates.to_parquet` (read back and merged).
+    window : float, default 60
+        Window length in seconds.  Windows start at multiples of it since the epoch.
+    log_format : str, optional
+        The nginx ``log_format`` (as in :func:`read_nginx`); it must hold a time (``$time_local``,
+        ``$time_iso8601`` or ``$msec``) and ``$request_time`` or ``$upstream_response_time``.
+    format : {"nginx", "csv", "parquet"}, optional
+        Force the kind of every file (default: from the name and the magic bytes; nginx otherwise).
+    timing : {"duration", "upstream"}, default "duration"
+        What the histograms count: the whole request time (``$request_time``, a table's duration column)
+        or the upstream (backend) time (``$upstream_response_time`` summed over the servers tried).
+    edges : sequence of float, optional
+        Bucket bounds in seconds, increasing.  Default: 10 per decade from 100 us to 100 s.
+    by_endpoint : bool, default True
+        Keep one row per endpoint within each window (``"METHOD /path"``, query string dropped).
+    chunk_lines : int, default 100000
+        Most lines (rows) parsed at once; with ``threads`` it bounds the memory used.
+    threads : int, optional
+        Chunks parsed at the same time (default: the cores, at most 4).
+    max_examples : int, default 5
+        Skipped lines kept with their file and line number for the report.
+    client : dask.distributed.Client, optional
+        Aggregate each file on this Dask cluster (the files must be readable there) and fold them here:
+        the same result as without it (``pip install 'capacity[dask]'``).
+    **table_options
+        For CSV and Parquet tables: ``time_column``, ``duration_column``, ``endpoint_column``,
+        ``upstream_column``, ``duration_unit``, ``upstream_unit``, ``time_unit``, ``sep`` and
+        :func:`pandas.read_csv` arguments, as in :func:`read_requests`.
+
+    Returns
+    -------
+    LogAggregates
+        ``table`` (per window and endpoint: requests, errors, duration_sum, no_duration and the bucket
+        counts), ``skipped_by_kind``, ``windows()`` (the input of :func:`capacity.fit.from_histograms`),
+        ``to_parquet(path)``.
+
+    Raises
+    ------
+    ValueError
+        Bad arguments (named); an empty log; no line parsed; a table duration column whose unit cannot be
+        read from its name (state it with ``duration_unit=``).
+    FileNotFoundError
+        A path that does not exist.
+    ImportError
+        Without polars and pyarrow (the message says how to install them).
+
+    Warns
+    -----
+    MalformedLinesWarning
+        Skipped lines, by kind, with the first ones.  No line is dropped silently.
+    UndecodableLinesWarning
+        Lines with bytes invalid in UTF-8.
+
+    Notes
+    -----
+    Assumes nginx's default escaping (a ``"`` inside any value is written ``\\x22``), as
+    :func:`read_nginx` does; a raw ``"`` in an unquoted value makes the line malformed here.  The
+    counts are those of :func:`read_nginx` grouped by window: the same lines are skipped.  Times are
+    request *end* times, as nginx logs them.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> lines = ['10.0.0.1 - - [10/Oct/2023:13:55:36 +0000] "GET /a?x=1 HTTP/1.1" 200 5 "-" "c" 0.120 0.100',
+    ...          '10.0.0.2 - - [10/Oct/2023:13:55:37 +0000] "GET /b HTTP/1.1" 503 5 "-" "c" 0.030 -',
+    ...          'garbage']
+    >>> path = os.path.join(tempfile.mkdtemp(), "access.log")
+    >>> with open(path, "w") as f:
+    ...     _ = f.write("\\n".join(lines) + "\\n")
+    >>> import warnings
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("ignore")
+    ...     agg = aggregate(path, window=60)
+    >>> agg.table[["endpoint", "requests", "errors"]]
+      endpoint  requests  errors
+    0   GET /a         1       0
+    1   GET /b         1       1
+    >>> agg.skipped_by_kind
+    {'no_match': 1}
+    """
+    from ._log_stream import _aggregate
+
+    return _aggregate(source, window=window, log_format=log_format, fmt=format, timing=timing, edges=edges,
+                      by_endpoint=by_endpoint, chunk_lines=chunk_lines, threads=threads, client=client,
+                      max_examples=max_examples, options=table_options, table_reader=_iter_requests)
+
+
+def convert(
+    source,
+    out,
+    *,
+    aggregate: bool = False,
+    window: float = 60.0,
+    log_format: str = COMBINED_WITH_TIMES,
+    format: str | None = None,
+    timing: str = "duration",
+    chunk_lines: int = 100_000,
+    threads: int | None = None,
+    max_examples: int = 5,
+    client=None,
+    **table_options,
+) -> dict:
+    """Write a log's parsed requests (or, with ``aggregate=True``, its per-window aggregates) to Parquet.
+
+    The log is parsed once, streaming, as by :func:`aggregate`; :func:`read_requests` reads the
+    requests file back (``time``, ``endpoint``, ``status``, ``request_time``, ``upstream_response_time``,
+    times in UTC, durations in seconds) and :func:`aggregate` the aggregates file.
+
+    Parameters
+    ----------
+    source, window, log_format, format, timing, chunk_lines, threads, max_examples, client, **table_options
+        As in :func:`aggregate` (``client`` with ``aggregate=True`` only).
+    out : str or os.PathLike
+        The Parquet file to write.
+    aggregate : bool, default False
+        Write the per-window, per-endpoint aggregates instead of one row per request.
+
+    Returns
+    -------
+    dict
+        ``source``, ``out``, ``lines`` (read), ``rows`` (written), ``skipped``, ``skipped_by_kind``,
+        ``undecodable``.
+
+    Raises
+    ------
+    ValueError, FileNotFoundError, ImportError
+        As :func:`aggregate`.
+
+    Warns
+    -----
+    MalformedLinesWarning, UndecodableLinesWarning
+        As :func:`aggregate`: skipped lines are counted by kind and reported.
+    """
+    from ._log_stream import _aggregate
+
+    if not isinstance(aggregate, bool):
+        raise ValueError(f"aggregate must be True or False, got {aggregate!r}")
+    if not isinstance(out, (str, os.PathLike)):
+        raise ValueError(f"out must be a file path, got {out!r}")
+    common = dict(window=window, log_format=log_format, fmt=format, timing=timing, edges=None,
+                  by_endpoint=True, chunk_lines=chunk_lines, threads=threads, max_examples=max_examples,
+                  options=table_options, table_reader=_iter_requests)
+    if not aggregate:
+        return _aggregate(source, out=out, client=client, **common)
+    agg = _aggregate(source, client=client, **common)
+    agg.to_parquet(out)
+    return {"source": agg.source, "out": os.fspath(out), "lines": agg.lines, "rows": len(agg.table),
+            "skipped": agg.skipped, "skipped_by_kind": dict(agg.skipped_by_kind), "undecodable": agg.undecodable}

@@ -47,7 +47,8 @@ def test_version_through_subprocess():
     assert out.returncode == 0 and out.stdout.startswith("capacity ")
 
 
-@pytest.mark.parametrize("sub", [None, "example", "ceiling", "servers", "timeout", "scaling", "gc", "fit"])
+@pytest.mark.parametrize("sub", [None, "example", "ceiling", "servers", "timeout", "scaling", "gc", "threads",
+                                 "handoff", "steal", "fit"])
 def test_help_gives_examples(sub):
     out = run(*([sub] if sub else []), "--help")
     assert out.returncode == 0
@@ -536,7 +537,10 @@ def test_json_carries_the_results_own_record():
     ["ceiling", "--cpu", "25ms"], ["servers", "--qps", "500", "--cpu", "25ms"],
     ["timeout", "--cpu", "25ms", "--timeout", "1s"], ["timeout", "--p999", "300ms"],
     ["scaling", "--qps", "300", "--cpu", "25ms", "--cores", "16", "--cores-per-machine", "4"],
-    ["gc", "--cpu", "9.375ms", "--gc-share", "27.5%", "--pause", "47.3ms"]])
+    ["gc", "--cpu", "9.375ms", "--gc-share", "27.5%", "--pause", "47.3ms"],
+    ["threads", "--qps", "1000", "--response", "100ms", "--calls", "3"],
+    ["handoff", "--task", "1.6ms", "--servers", "2", "--cpu-util", "31%", "--burst", "5ms"],
+    ["steal", "--cpu", "25ms", "--servers", "4", "--qps", "100", "--max-loss", "20%"]])
 def test_planning_json_carries_the_results_own_record(args):
     """Every planning command's --json holds the plan result's to_dict() under "result" (the result
     protocol: to_dict is what --json prints), beside the command's own context fields."""

@@ -158,3 +158,126 @@ def test_gc_effective_service_follows_from_moments_at_and_below_scv_one():
     assert _queue_service(0.01, 2.3).family == "gamma"
     ps_multi = gc_whatif(0.01, 0.2, 0.02, 0.0, servers=2, discipline="ps", slo={0.99: 0.2})
     assert ps_multi.table.loc["before", "service_scv"] == pytest.approx(1.0)   # exponential PS on 2 cores works
+
+
+# ------------------------------------------------------------------------------------------------
+# JVM young GC (seed article 001, section 3.5) and the timeout fraction pauses cause
+
+from capacity.plan import jvm_gc_whatif  # noqa: E402
+from capacity.sim._engines import _fcfs  # noqa: E402
+
+# The article's G1 figures per minute: 27 pauses, 560 ms -> 11 pauses, 250 ms (G1NewSizePercent=35).
+ARTICLE = dict(pause_count=27, pause_time=0.560, new_pause_count=11, new_pause_time=0.250)
+
+
+def _simulate_pauses(lam, cpu, servers, wall_rate, pause, n, seed, pause_scv=0.0):
+    """FCFS with Poisson arrivals, exponential CPU time and stop-the-world pauses (Poisson starts in
+    wall time, constant or exponential lengths) that halt every core: the queue runs in the
+    pause-free "virtual" time, an arrival during a pause enters at the pause's start, and a
+    virtual departure maps back past the pauses before it.  Returns the response times."""
+    rng = np.random.default_rng(seed)
+    a = np.cumsum(rng.exponential(1 / lam, n))
+    x = rng.exponential(cpu, n)
+    m = int(a[-1] * wall_rate * 1.2 + 100)
+    v = np.full(m, pause) if pause_scv == 0 else rng.exponential(pause, m)
+    end = np.cumsum(rng.exponential(1 / wall_rate, m) + v)
+    start = end - v
+    cum = np.concatenate(([0.0], np.cumsum(v)))
+    k = np.searchsorted(start, a, "right")                            # pauses begun by each arrival
+    inside = (k > 0) & (a < np.concatenate(([-1.0], end))[k])
+    av = np.where(inside, np.concatenate(([0.0], start))[k] - cum[np.maximum(k - 1, 0)], a - cum[k])
+    dv = av + _fcfs(av, x, servers).response
+    j = np.searchsorted(start - cum[:-1], dv, "left")                  # pauses begun before each departure
+    return dv + cum[j] - a
+
+
+def test_jvm_article_figures_by_hand():
+    # Share of the time paused: 560 / 60000 = 0.93 % -> 250 / 60000 = 0.42 %; mean pause 20.7 -> 22.7 ms.
+    # On 2 cores at 250 QPS x 4 ms = 1 CPU s/s: GC CPU share g = 2 x 0.560 / 60 / 1 = 1.87 %, and after
+    # g' = 2 x 0.25 / 60 / (1 x (1 - g) + 2 x 0.25 / 60).
+    r = jvm_gc_whatif(0.004, 250, **ARTICLE, servers=2, timeout=0.05)
+    t = r.table
+    g = 2 * 0.560 / 60
+    g2 = 2 * 0.250 / 60 / ((1 - g) + 2 * 0.250 / 60)
+    assert t.loc["before", "gc_cpu_share"] == pytest.approx(g, rel=1e-12)
+    assert t.loc["after", "gc_cpu_share"] == pytest.approx(g2, rel=1e-12)
+    assert t.loc["before", "pause_mean_s"] == pytest.approx(0.560 / 27, rel=1e-12)
+    assert t.loc["after", "pause_mean_s"] == pytest.approx(0.250 / 11, rel=1e-12)
+    # Pauses per busy second x busy share (0.5) = the log's 27 per minute.
+    assert t.loc["before", "pause_rate_per_s"] * 0.5 == pytest.approx(27 / 60, rel=1e-12)
+    assert "0.933 % -> 0.417 % of the time" in r.explanation
+    assert "27 -> 11 pauses per minute" in r.explanation
+    # Capacity: the mutator CPU 4 ms x (1 - g) over 1 - g'.
+    assert t.loc["after", "capacity_qps"] == pytest.approx(2 / (0.004 * (1 - g) / (1 - g2)), rel=1e-12)
+    assert r.predicted_capacity_gain > 0
+    assert (t.loc["after", "timeout_fraction"] <= t.loc["before", "timeout_fraction"])
+
+
+def test_fixed_heap_removes_the_resizing_pauses():
+    kw = dict(servers=2, resize_pause_count=6, resize_pause_time=0.3)
+    kept = jvm_gc_whatif(0.004, 250, 27, 0.560, **kw)
+    gone = jvm_gc_whatif(0.004, 250, 27, 0.560, fixed_heap=True, **kw)
+    # Resizing pauses pool with the young ones: 33 pauses of 0.86 s total per minute before.
+    assert kept.table.loc["before", "pause_mean_s"] == pytest.approx(0.86 / 33, rel=1e-12)
+    assert kept.predicted_capacity_gain == pytest.approx(0.0, abs=1e-12)
+    assert gone.table.loc["after", "pause_mean_s"] == pytest.approx(0.560 / 27, rel=1e-12)
+    g, g2 = 2 * 0.86 / 60, None
+    g2 = 2 * 0.56 / 60 / ((1 - g) + 2 * 0.56 / 60)
+    assert gone.predicted_capacity_gain == pytest.approx((1 - g2) / (1 - g) - 1, rel=1e-9)
+    assert "resizing" in gone.explanation
+
+
+def test_timeout_fraction_no_pauses_is_the_queue_alone():
+    # No GC: P(R > T) of M/M/1 is exp(-(mu - lambda) T).
+    r = gc_whatif(0.01, 0.0, 0.02, 0.0, arrival_rate=50.0, timeout=0.1)
+    assert r.table.loc["before", "timeout_fraction"] == pytest.approx(np.exp(-(100 - 50) * 0.1), rel=1e-6)
+
+
+def test_timeout_fraction_shadow_by_hand():
+    # Pauses dominate: light load (rho_x ~ 0), constant 200 ms pauses, a 100 ms timeout far above the
+    # service.  Fraction ~ r_w E[(V - T)+] / (1 - rho_x) = r_w x 0.1.
+    lam, cpu, v, rw = 1.0, 1e-4, 0.2, 0.05
+    rho = lam * cpu + rw * v
+    r = gc_whatif(rho / lam, rw * v / rho, v, None, arrival_rate=lam, timeout=0.1, slo={0.99: 1.0})
+    assert r.table.loc["before", "timeout_fraction"] == pytest.approx(rw * 0.1 / (1 - lam * cpu), rel=2e-2)
+
+
+@pytest.mark.parametrize("lam, cpu, servers, wall_rate, pause, timeout, pause_scv, tol", [
+    (100, 0.0027, 1, 27 / 60, 0.560 / 27, 0.015, 0.0, 0.12),    # the article's "before" pauses, 27 % busy
+    (200, 0.0027, 2, 1.0, 0.1, 0.05, 0.0, 0.10),               # rare long pauses: the shadow dominates
+    (200, 0.0027, 2, 1.0, 0.1, 0.05, 1.0, 0.10),               # ... of exponential length
+])
+def test_timeout_fraction_against_simulation(lam, cpu, servers, wall_rate, pause, timeout, pause_scv, tol):
+    """Model vs. 6 replications of 300,000 requests (fixed seeds): within tol of the simulated
+    mean, the 95 % interval of that mean included."""
+    fr = np.array([(_simulate_pauses(lam, cpu, servers, wall_rate, pause, 300_000, seed, pause_scv)
+                    > timeout).mean() for seed in range(6)])
+    half = 2.57 * fr.std(ddof=1) / np.sqrt(fr.size)
+    rho_x, paused = lam * cpu / servers, wall_rate * pause
+    rho = rho_x + paused
+    res = gc_whatif(rho * servers / lam, paused / rho, pause, None, servers=servers, arrival_rate=lam,
+                    timeout=timeout, pause_scv=pause_scv, slo={0.99: 1.0})
+    model = res.table.loc["before", "timeout_fraction"]
+    assert abs(model - fr.mean()) <= tol * fr.mean() + half
+
+
+def test_timeout_fraction_properties():
+    base = dict(arrival_rate=60.0, slo={0.99: 1.0})
+    f = [gc_whatif(0.01, 0.1, 0.05, None, timeout=t, **base).table.loc["before", "timeout_fraction"]
+         for t in (0.02, 0.05, 0.1, 0.2)]
+    assert all(a > b for a, b in zip(f, f[1:]))                      # falls with the timeout
+    longer = gc_whatif(0.01, 0.1, 0.08, None, timeout=0.1, **base).table.loc["before", "timeout_fraction"]
+    assert longer > f[2]                                             # same GC share in longer pauses: worse
+    sat = gc_whatif(0.01, 0.1, 0.05, None, timeout=0.1, arrival_rate=150.0, slo={0.99: 1.0})
+    assert sat.table.loc["before", "timeout_fraction"] == 1.0        # unstable: all late
+
+
+def test_jvm_bad_inputs():
+    with pytest.raises(ValueError, match="pause_time"):
+        jvm_gc_whatif(0.004, 250, 27, -0.5)
+    with pytest.raises(ValueError, match="pause_count"):
+        jvm_gc_whatif(0.004, 250, 0, 0.5)
+    with pytest.raises(ValueError, match="pause_time"):
+        jvm_gc_whatif(0.004, 1, 27, 30.0, servers=2)                 # more pause CPU than CPU used
+    with pytest.raises(ValueError, match="timeout"):
+        gc_whatif(0.01, 0.1, 0.05, None, timeout=-1.0)

@@ -3,10 +3,11 @@
 ``capacity --version`` prints the version; ``capacity example`` prints the
 worked example from the README (the QPS at which a 25 ms-per-request Node.js
 process crosses a 1 s p99).  The planning subcommands ``ceiling``,
-``servers``, ``timeout``, ``scaling`` and ``gc`` are thin front ends to :mod:`capacity.plan`:
+``servers``, ``timeout``, ``scaling``, ``gc``, ``threads``, ``handoff`` and ``steal`` are thin front ends to :mod:`capacity.plan`:
 each prints a table and a paragraph of explanation, or JSON with ``--json``.  ``fit`` fits the
 CPU time per request to observed latency percentiles (:func:`capacity.fit.from_percentiles`) or to
-an access log (:func:`capacity.fit.from_requests`).
+an access log (:func:`capacity.fit.from_requests`).  ``logs convert`` parses request logs once into
+Parquet (:func:`capacity.logs.convert`).
 
 Times take units (``250us``, ``25ms``, ``1.5s``, ``2min``; a bare number is
 seconds), rates take ``qps`` or a bare number (:mod:`capacity.units` reads them).  Bad input
@@ -22,11 +23,14 @@ import os
 import sys
 from typing import Sequence
 
+from ._cache_commands import _cmd_cache, _cmd_endpoints
 from ._common import _jsonable, _UsageError
 from ._fit_command import _cmd_fit
 from ._help import _example
+from ._logs_command import _cmd_logs
 from ._parser import build_parser
-from ._plan_commands import _cmd_ceiling, _cmd_gc, _cmd_scaling, _cmd_servers, _cmd_timeout
+from ._plan_commands import (_cmd_ceiling, _cmd_gc, _cmd_handoff, _cmd_jvm_gc, _cmd_scaling, _cmd_servers, _cmd_steal,
+                             _cmd_threads, _cmd_timeout)
 # The argument types stay importable from here (tests call them directly).
 from ._types import (_fmt_pct, _fraction, _memory, _option, _percentiles, _rates,  # noqa: F401
                      _signed_fraction, _slo, _time)
@@ -34,7 +38,8 @@ from ._types import (_fmt_pct, _fraction, _memory, _option, _percentiles, _rates
 __all__ = ["build_parser", "main"]
 
 _COMMANDS = {"ceiling": _cmd_ceiling, "servers": _cmd_servers, "timeout": _cmd_timeout,
-             "scaling": _cmd_scaling, "gc": _cmd_gc, "fit": _cmd_fit}
+             "scaling": _cmd_scaling, "gc": _cmd_gc, "jvm-gc": _cmd_jvm_gc, "threads": _cmd_threads, "handoff": _cmd_handoff,
+             "steal": _cmd_steal, "cache": _cmd_cache, "endpoints": _cmd_endpoints, "fit": _cmd_fit, "logs": _cmd_logs}
 
 
 def _run(args) -> int:

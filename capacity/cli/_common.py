@@ -46,3 +46,16 @@ def _service_json(args: argparse.Namespace, service) -> dict:
 
 def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())
+
+
+def _stderr_progress():
+    """``progress(done, total)`` writing ``solving 2/4`` to a terminal's stderr (nothing when piped)."""
+    import sys
+
+    if not sys.stderr.isatty():
+        return None
+
+    def show(done: int, total: int) -> None:
+        sys.stderr.write(f"\rsolving {done}/{total}" + ("\r" + " " * 16 + "\r" if done == total else ""))
+        sys.stderr.flush()
+    return show

@@ -21,6 +21,11 @@ examples:
   capacity timeout --p999 120ms --user-limit 2s            # the 3 x P99.9 rule
   capacity scaling --qps 300 --cpu 25ms --slo p99=500ms --cores-per-machine 8   # cluster vs machine
   capacity gc --cpu 9.4ms --gc-share 27.5% --new-gc-share 7.14% --pause 47ms --new-pause 38ms
+  capacity threads --qps 1000 --response 100ms --calls 3   # threads: blocking calls vs NIO
+  capacity handoff --task 1.6ms --servers 2 --cpu-util 31% --burst 5ms   # does a thread pool pay?
+  capacity steal --cpu 25ms --servers 4 --qps 100 --max-loss 20%   # CPU steal: when to move host
+  capacity cache --hit-cpu 1ms --miss-cpu 25ms --qps 60   # the ceiling a cache hit ratio buys
+  capacity endpoints /api=20qps:40ms,/static=50qps:1ms   # per-endpoint latency on one event loop
   capacity fit p50=45ms,p90=80ms,p99=300ms --qps 8 --slo p99=500ms   # CPU/request from a dashboard
   capacity fit --log access.log --slo p99=500ms           # ... or from an nginx access log
   capacity ceiling --cpu 25ms --slo p99=500ms --json      # machine-readable output
@@ -69,6 +74,38 @@ examples:
   capacity gc --cpu 9.375ms --processes 3 --gc-share 27.5% --pause 47.3ms --pause-rate 5.6 \\
       --new-gc-share 7.14% --new-pause 37.8ms --new-pause-rate 1.73 --measured-gain 10%
   capacity gc --cpu 9.4ms --gc-share 27.5% --new-gc-share 7.14% --pause 55ms --discipline ps
+"""
+
+JVM_GC_HELP = """\
+examples:
+  # seed article 001, 3.5: G1 young GC 27 -> 11 pauses/min, 560 -> 250 ms/min after G1NewSizePercent=35
+  # (the JVM's CPU, cores and traffic are assumed: 4 ms CPU/request, 2 cores, 250 QPS)
+  capacity jvm-gc --cpu 4ms --servers 2 --qps 250 --pauses 27 --pause-time 560ms \\
+      --new-pauses 11 --new-pause-time 250ms --timeout 50ms --pause-scv 1
+  # -Xms = -Xmx: heap-resizing pauses (here 6 of 300 ms total per minute) gone after the change
+  capacity jvm-gc --cpu 4ms --servers 2 --qps 250 --pauses 27 --pause-time 560ms \\
+      --resize-pauses 6 --resize-pause-time 300ms --fixed-heap --timeout 50ms
+"""
+
+THREADS_HELP = """\
+examples:
+  # seed article 001, 3.6: 100 concurrent requests (1000/s x 100 ms), 3 parallel blocking calls each
+  capacity threads --qps 1000 --response 100ms --calls 3
+  capacity threads --qps 1000 --response 100ms --calls 3 --call-time 60ms
+  capacity threads --qps 20 --response 50ms --cpu-util 45% --servers 2 --load 2.2   # load vs utilisation
+"""
+
+HANDOFF_HELP = """\
+examples:
+  # seed article 001, 3.4: a 1.6 ms task handed to a pool on a 2-core host
+  capacity handoff --task 1.6ms --servers 2 --cpu-util 31% --burst 5ms
+  capacity handoff --task 5ms --parallel 3 --servers 2 --cpu-util 31% --burst 5ms --switch-cost 5us
+"""
+
+STEAL_HELP = """\
+examples:
+  capacity steal --cpu 25ms --servers 4 --slo p99=500ms --qps 100 --max-loss 20%
+  capacity steal --cpu 25ms --discipline fcfs --slo p99=500ms --steal 0,5%,10%,20% --qps 25
 """
 
 FIT_HELP = """\

@@ -5,9 +5,12 @@ import argparse
 import re
 
 from .._version import __version__
-from ._help import CEILING_HELP, EXAMPLE_HELP, FIT_HELP, GC_HELP, MAIN_HELP, SCALING_HELP, SERVERS_HELP, TIMEOUT_HELP
+from ._cache_commands import _add_cache, _add_endpoints
+from ._help import (CEILING_HELP, EXAMPLE_HELP, FIT_HELP, GC_HELP, HANDOFF_HELP, MAIN_HELP, SCALING_HELP, SERVERS_HELP,
+                    JVM_GC_HELP, STEAL_HELP, THREADS_HELP, TIMEOUT_HELP)
 from ._types import (_count, _counts, _delay, _fraction, _memory, _money, _nonneg_int, _option, _percentiles,
-                     _positive, _rate, _rates, _scv, _signed_fraction, _slices, _slo, _time, _time_or_zero, _util)
+                     _positive, _rate, _rates, _scv, _signed_fraction, _slices, _slo, _steals, _time,
+                     _time_or_zero, _util)
 
 _FAMILIES = ("exponential", "lognormal", "gamma", "deterministic", "hyperexponential")
 _FIT_FAMILIES = ("lognormal", "gamma", "hyperexponential", "exponential", "deterministic")
@@ -60,7 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=MAIN_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"capacity {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    for add in (_add_example, _add_ceiling, _add_servers, _add_timeout, _add_scaling, _add_gc, _add_fit):
+    for add in (_add_example, _add_ceiling, _add_servers, _add_timeout, _add_scaling, _add_gc, _add_threads,
+                _add_jvm_gc, _add_handoff, _add_steal, _add_cache, _add_endpoints, _add_fit, _add_logs):
         add(sub)
     return parser
 
@@ -181,6 +185,96 @@ def _add_gc(sub) -> None:
     gc.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
+def _add_jvm_gc(sub) -> None:
+    jg = sub.add_parser("jvm-gc", help="JVM young-GC pauses per minute: ceiling, p99 and timeouts before/after",
+                        description="The GC what-if from a JVM GC log: stop-the-world young-GC pauses counted per "
+                                    "window at today's traffic, before and after a change (G1NewSizePercent, "
+                                    "-Xms = -Xmx), with the share of requests over a timeout (discipline default "
+                                    "here: fcfs).",
+                        epilog=JVM_GC_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    _add_service(jg)
+    jg.set_defaults(discipline="fcfs")
+    jg.add_argument("--qps", type=_rate, required=True, metavar="RATE", help="traffic the pauses were counted at")
+    jg.add_argument("--pauses", type=_positive, required=True, metavar="N", help="young-GC pauses per window now")
+    jg.add_argument("--pause-time", type=_time, required=True, metavar="TIME",
+                    help="their total per window, e.g. 560ms")
+    jg.add_argument("--new-pauses", type=_positive, default=None, metavar="N", help="pauses per window after")
+    jg.add_argument("--new-pause-time", type=_time, default=None, metavar="TIME", help="their total after")
+    jg.add_argument("--window", type=_time, default=60.0, metavar="TIME", help="window of the counts (default 1min)")
+    jg.add_argument("--resize-pauses", type=_positive, default=0.0, metavar="N",
+                    help="extra pauses per window from heap resizing (-Xms below -Xmx)")
+    jg.add_argument("--resize-pause-time", type=_time_or_zero, default=0.0, metavar="TIME", help="their total")
+    jg.add_argument("--fixed-heap", action="store_true", help="the change sets -Xms = -Xmx (no resizing pauses after)")
+    jg.add_argument("--pause-scv", type=_scv, default=0.0, metavar="X",
+                    help="squared coefficient of variation of pause lengths (default 0: constant)")
+    jg.add_argument("--servers", type=_count, default=1, metavar="N", help="cores per JVM (default 1)")
+    jg.add_argument("--processes", type=_count, default=1, metavar="N", help="JVMs sharing the traffic (default 1)")
+    jg.add_argument("--slo", type=_slo, default={0.99: 0.5}, metavar="pQ=TIME,...",
+                    help="latency objective for the ceiling (default p99=500ms)")
+    jg.add_argument("--timeout", type=_time, default=None, metavar="TIME", help="client timeout, e.g. 100ms")
+    jg.add_argument("--measured-gain", type=_signed_fraction, default=None, metavar="F",
+                    help="measured QPS gain of the change, to compare with the prediction")
+    jg.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+
+def _add_threads(sub) -> None:
+    th = sub.add_parser("threads", help="threads held by blocking calls vs NIO (Little's law); CPU load",
+                        description="Threads a thread-per-request service holds by Little's law, with blocking "
+                                    "downstream calls on pool threads or with non-blocking IO; with --cpu-util, "
+                                    "the load average (runnable threads) a CPU shows at that utilisation.",
+                        epilog=THREADS_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    th.add_argument("--qps", type=_rate, required=True, metavar="RATE", help="request rate, e.g. 1000")
+    th.add_argument("--response", type=_time, required=True, metavar="TIME",
+                    help="mean time a request holds its thread (its response time), e.g. 100ms")
+    th.add_argument("--calls", type=_nonneg_int, default=0, metavar="N",
+                    help="downstream calls per request made in parallel on blocking pool threads (default 0)")
+    th.add_argument("--call-time", type=_time_or_zero, default=None, metavar="TIME",
+                    help="mean time one call holds its pool thread (default: --response)")
+    th.add_argument("--cpu-util", type=_fraction, default=None, metavar="F",
+                    help="measured CPU utilisation, e.g. 45%%: adds the load average it implies")
+    th.add_argument("--servers", type=_count, default=1, metavar="N", help="cores, with --cpu-util (default 1)")
+    th.add_argument("--load", type=_positive, default=None, metavar="X",
+                    help="measured load average, with --cpu-util, to compare")
+    th.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+
+def _add_handoff(sub) -> None:
+    ho = sub.add_parser("handoff", help="does handing a short task to a thread pool pay?",
+                        description="A task handed to a pool pays two wake-ups (each a wait for a core) and two "
+                                    "context switches for the parallelism it buys; compared with running it in "
+                                    "the calling thread, on the mean and at p99.9.",
+                        epilog=HANDOFF_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ho.add_argument("--task", type=_time, required=True, metavar="TIME", help="CPU time of one task, e.g. 1.6ms")
+    ho.add_argument("--servers", type=_count, required=True, metavar="N", help="cores of the machine")
+    ho.add_argument("--cpu-util", type=_fraction, required=True, metavar="F", help="CPU utilisation, e.g. 31%%")
+    ho.add_argument("--burst", type=_time, required=True, metavar="TIME",
+                    help="mean CPU burst of the competing threads (time slice or run until blocking), e.g. 5ms")
+    ho.add_argument("--switch-cost", type=_time_or_zero, default=5e-6, metavar="TIME",
+                    help="CPU time of one context switch (default 5us)")
+    ho.add_argument("--parallel", type=_count, default=1, metavar="K",
+                    help="tasks one call hands off at once and waits for (default 1)")
+    ho.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+
+def _add_steal(sub) -> None:
+    st = sub.add_parser("steal", help="CPU steal on a noisy host: ceiling and p99, and when to move",
+                        description="CPU steal as lost capacity (each core runs at speed 1 - steal): the SLO "
+                                    "ceiling and the latency percentiles against steal, and the steal above "
+                                    "which moving to a quieter host pays.",
+                        epilog=STEAL_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    _add_service(st)
+    st.add_argument("--servers", type=_count, default=1, metavar="N", help="cores (vCPUs) of one queue (default 1)")
+    st.add_argument("--slo", type=_slo, default={0.99: 0.5}, metavar="pQ=TIME,...",
+                    help="latency objective (default p99=500ms)")
+    st.add_argument("--steal", type=_steals, default=None, metavar="F[,F...]",
+                    help="steal shares for the table, e.g. 0,5%%,10%% (default 0,2,5,10,20,30%%)")
+    st.add_argument("--qps", type=_rate, default=None, metavar="RATE",
+                    help="today's request rate: adds the percentiles and the steal at which the SLO breaks")
+    st.add_argument("--max-loss", type=_fraction, default=None, metavar="F",
+                    help="share of the ceiling you accept losing, e.g. 20%%: adds the steal at which it is lost")
+    st.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+
 def _add_fit(sub) -> None:
     fi = sub.add_parser("fit", help="fit CPU time per request to latency percentiles or an access log",
                         description="Fit the CPU time per request (mean and variability, plus an optional "
@@ -253,3 +347,32 @@ def _add_fit(sub) -> None:
     fi.add_argument("--slo", type=_slo, default=None, metavar="pQ=TIME,...",
                     help="also report the QPS ceiling the fitted model implies, e.g. p99=500ms")
     fi.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+
+def _add_logs(sub) -> None:
+    lo = sub.add_parser("logs", help="read request logs once: convert them to Parquet",
+                        description="Work on request logs (nginx access logs, CSV or Parquet request tables).")
+    lsub = lo.add_subparsers(dest="logs_command", metavar="ACTION", parser_class=_Parser)
+    cv = lsub.add_parser("convert", help="parse logs once and write the requests (or per-window aggregates) "
+                                         "to Parquet",
+                         description="Parse request logs (a file, a glob or a directory; nginx plain, gzip or "
+                                     "zstd, CSV, Parquet) once and write the parsed requests -- or with "
+                                     "--aggregate the per-window, per-endpoint counts and duration histograms "
+                                     "-- to Parquet. Skipped lines are counted by kind and reported.")
+    cv.add_argument("log", nargs="+", metavar="LOG", help="log file(s), glob(s) or directory")
+    cv.add_argument("--out", required=True, metavar="FILE.parquet", help="the Parquet file to write")
+    cv.add_argument("--aggregate", action="store_true",
+                    help="write per-window, per-endpoint aggregates instead of one row per request")
+    cv.add_argument("--window", type=_time, default=None, metavar="TIME",
+                    help="with --aggregate: window length, e.g. 60s or 5min (default 60s)")
+    cv.add_argument("--format", choices=("nginx", "csv", "parquet"), default=None,
+                    help="log type (default: from the file name and its first bytes; nginx otherwise)")
+    cv.add_argument("--log-format", default=None, metavar="FORMAT",
+                    help="the nginx log_format the log was written with (default: combined + "
+                         "$request_time $upstream_response_time)")
+    cv.add_argument("--timing", choices=("duration", "upstream"), default="duration",
+                    help="with --aggregate: histogram the whole request time or the upstream time")
+    cv.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                    help="with --aggregate: aggregate each file on this Dask cluster, e.g. tcp://10.0.0.5:8786 "
+                         "(the files must be readable by its workers; needs capacity[dask])")
+    cv.add_argument("--json", action="store_true", help="print JSON instead of text")

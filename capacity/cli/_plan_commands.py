@@ -1,4 +1,5 @@
-"""The planning subcommands: ``ceiling``, ``servers``, ``timeout``, ``scaling``, ``gc``.
+"""The planning subcommands: ``ceiling``, ``servers``, ``timeout``, ``scaling``, ``gc``, ``threads``,
+``handoff``, ``steal``.
 
 Each is a thin front end to :mod:`capacity.plan` returning ``(data, text)``: the JSON-able
 record ``--json`` prints and the table with its explanation printed otherwise.
@@ -9,7 +10,7 @@ import argparse
 
 import numpy as np
 
-from ._common import _jsonable, _ms, _q, _service, _service_text, _UsageError, _wrap
+from ._common import _jsonable, _ms, _q, _service, _service_text, _stderr_progress, _UsageError, _wrap
 
 
 def _cmd_ceiling(args: argparse.Namespace) -> tuple[dict, str]:
@@ -212,3 +213,109 @@ def _cmd_gc(args: argparse.Namespace) -> tuple[dict, str]:
                  if res.measured_gain is not None else ""), "", _wrap(res.explanation)]
     return data, "\n".join(lines)
 
+
+
+def _cmd_jvm_gc(args: argparse.Namespace) -> tuple[dict, str]:
+    from .. import plan
+
+    service = _service(args)
+    res = plan.jvm_gc_whatif(service, args.qps, args.pauses, args.pause_time, args.new_pauses, args.new_pause_time,
+                             servers=args.servers, slo=args.slo, discipline=args.discipline, window=args.window,
+                             timeout=args.timeout, pause_scv=args.pause_scv, resize_pause_count=args.resize_pauses,
+                             resize_pause_time=args.resize_pause_time, fixed_heap=args.fixed_heap,
+                             processes=args.processes, measured_gain=args.measured_gain)
+    t = res.table
+    qcols = [f"{_q(q)}_s" for q in sorted(args.slo)]
+    data = {"command": "jvm-gc", "service": {"mean_s": args.cpu, "scv": float(service.scv), "family": service.family},
+            "discipline": args.discipline, "processes": args.processes, "servers": args.servers,
+            "window_s": args.window, "timeout_s": args.timeout,
+            "table": {k: {c: _jsonable(v) for c, v in row.items()} for k, row in t.iterrows()},
+            "arrival_rate": res.arrival_rate, "predicted_capacity_gain": res.predicted_capacity_gain,
+            "predicted_ceiling_gain": res.predicted_ceiling_gain, "notes": res.notes,
+            "explanation": res.explanation, "result": res.to_dict()}
+    lines = [f"JVM GC what-if: {_service_text(args, service)}, {args.servers} core{'s' if args.servers > 1 else ''}"
+             f" at {args.qps:.4g} QPS", "",
+             f"{'':<8}{'GC CPU':>8}{'pause':>9}{'capacity':>10}{'ceiling':>10}"
+             + "".join(f"{c[:-2]:>9}" for c in qcols) + (f"{'timeouts':>10}" if args.timeout else "")]
+    for label, r in t.iterrows():
+        lines.append(f"{label:<8}{100 * r['gc_cpu_share']:>7.3g}%{_ms(r['pause_mean_s']):>9}"
+                     f"{r['capacity_qps']:>10.4g}{r['ceiling_qps']:>10.4g}"
+                     + "".join(f"{_ms(r[c]):>9}" for c in qcols)
+                     + (f"{100 * r['timeout_fraction']:>9.3g}%" if args.timeout else ""))
+    lines += ["", _wrap(res.explanation)]
+    return data, "\n".join(lines)
+
+
+def _cmd_threads(args: argparse.Namespace) -> tuple[dict, str]:
+    from .. import plan
+
+    if args.load is not None and args.cpu_util is None:
+        raise _UsageError("argument --load: needs --cpu-util (the load is compared at a utilisation)")
+    res = plan.thread_demand(args.qps, args.response, calls=args.calls, call_time=args.call_time)
+    data = {"command": "threads", "arrival_rate": args.qps, "mean_response_s": args.response, "calls": args.calls,
+            "call_time_s": res.call_time, "mean_number": res.mean_number, "threads_blocking": res.threads_blocking,
+            "threads_nonblocking": res.threads_nonblocking, "pool_blocking": res.pool_blocking,
+            "pool_nonblocking": res.pool_nonblocking, "explanation": res.explanation, "result": res.to_dict()}
+    calls = (f", {args.calls} parallel call{'s' if args.calls != 1 else ''} of {_ms(res.call_time)}" if args.calls
+             else "")
+    lines = [f"Threads by Little's law: {args.qps:g} QPS, {_ms(args.response)} per request{calls}", "",
+             f"{'IO':<14}{'mean threads':>14}{'p99 threads':>13}",
+             f"{'blocking':<14}{res.threads_blocking:>14.4g}{res.pool_blocking:>13}",
+             f"{'non-blocking':<14}{res.threads_nonblocking:>14.4g}{res.pool_nonblocking:>13}",
+             "", _wrap(res.explanation)]
+    if args.cpu_util is not None:
+        load = plan.cpu_load(args.cpu_util, args.servers, load=args.load)
+        data["cpu_load"] = load.to_dict()
+        lines += ["", f"CPU load at {100 * args.cpu_util:.3g} % of {args.servers} core{'s' if args.servers > 1 else ''}: "
+                      f"model {load.load:.3g} runnable threads ({load.running:.3g} running, {load.waiting:.3g} "
+                      "waiting)" + (f", measured {args.load:g}" if args.load is not None else ""),
+                  "", _wrap(load.explanation)]
+    return data, "\n".join(lines)
+
+
+def _cmd_handoff(args: argparse.Namespace) -> tuple[dict, str]:
+    from .. import plan
+
+    res = plan.handoff_cost(args.task, args.servers, args.cpu_util, args.burst, switch_cost=args.switch_cost,
+                            parallel=args.parallel)
+    t = res.table
+    qcol = [c for c in t.columns if c.startswith("p")][0]
+    data = {"command": "handoff", "task_s": args.task, "servers": args.servers, "utilization": args.cpu_util,
+            "burst_s": args.burst, "switch_cost_s": args.switch_cost, "parallel": args.parallel,
+            "table": {k: {c: _jsonable(v) for c, v in row.items()} for k, row in t.iterrows()},
+            "added_mean_s": res.added_mean, "added_quantile_s": res.added_quantile, "pays": res.pays,
+            "break_even_s": res.break_even, "explanation": res.explanation, "result": res.to_dict()}
+    lines = [f"Thread-pool hand-off: {args.parallel} x {_ms(args.task)} task, {args.servers} cores at "
+             f"{100 * args.cpu_util:.3g} %, bursts {_ms(args.burst)}", "",
+             f"{'':<12}{'mean':>10}{qcol[:-2]:>10}{'CPU':>10}"]
+    for label, r in t.iterrows():
+        lines.append(f"{label:<12}{_ms(r['mean_s']):>10}{_ms(r[qcol]):>10}{_ms(r['cpu_s']):>10}")
+    lines += ["", _wrap(res.explanation)]
+    return data, "\n".join(lines)
+
+
+def _cmd_steal(args: argparse.Namespace) -> tuple[dict, str]:
+    from .. import plan
+
+    service = _service(args)
+    steal = args.steal if args.steal is not None else plan.steal.DEFAULT_STEAL
+    res = plan.steal_whatif(service, args.servers, args.slo, steal=steal, arrival_rate=args.qps,
+                            discipline=args.discipline, max_ceiling_loss=args.max_loss, progress=_stderr_progress())
+    t = res.table
+    qcols = [c for c in t.columns if c.startswith("p")]
+    data = {"command": "steal", "service": {"mean_s": args.cpu, "scv": float(service.scv), "family": service.family},
+            "discipline": args.discipline, "servers": args.servers,
+            "slo": {_q(q): float(v) for q, v in sorted(args.slo.items())}, "arrival_rate": args.qps,
+            "rows": [{"steal": float(s), **{c: _jsonable(v) for c, v in row.items()}} for s, row in t.iterrows()],
+            "ceiling_qps": res.ceiling_qps, "slo_steal": res.slo_steal, "loss_steal": res.loss_steal,
+            "move_steal": res.move_steal, "explanation": res.explanation, "result": res.to_dict()}
+    lines = [f"CPU steal: {_service_text(args, service)}, {args.servers} core{'s' if args.servers > 1 else ''}", "",
+             f"{'steal':>7}{'capacity':>10}{'ceiling':>10}{'lost':>7}"
+             + "".join(f"{c[:-2] + ' @' + format(args.qps, 'g') + ' QPS':>18}" for c in qcols)]
+    for s, r in t.iterrows():
+        lines.append(f"{100 * s:>6.3g}%{r['capacity_qps']:>10.4g}{r['ceiling_qps']:>10.4g}"
+                     f"{100 * r['ceiling_loss']:>6.3g}%" + "".join(f"{_ms(r[c]):>18}" for c in qcols))
+    if res.move_steal is not None:
+        lines += ["", f"move host above {100 * res.move_steal:.3g} % steal"]
+    lines += ["", _wrap(res.explanation)]
+    return data, "\n".join(lines)

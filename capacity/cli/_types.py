@@ -38,6 +38,21 @@ _slo = _typed(units.parse_slo, "slo")
 _percentiles = _typed(units.parse_percentiles, "percentiles")
 
 
+def _steals(text: str) -> list[float]:
+    """CPU steal shares, e.g. ``0,5%,10%``: each in [0, 1) (0 is the quiet host)."""
+    out = []
+    for part in text.split(","):
+        part = part.strip()
+        if part.rstrip("%") in ("0", "0.0"):
+            out.append(0.0)
+            continue
+        try:
+            out.append(units.parse_share(part))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected steal shares like 0,5%,10%, got {text!r}") from None
+    return out
+
+
 def _rates(text: str) -> list[float]:
     return [_rate(part) for part in text.split(",")]
 

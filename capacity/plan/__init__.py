@@ -16,6 +16,16 @@ function                     question                                         an
 :func:`compare_scaling`      one big machine (Node cluster) or many small?    :class:`ScalingComparison`
 :func:`rate_limits`          which per-machine and cluster rate limits?       :class:`RateLimits`
 :func:`gc_whatif`            is GC tuning worth it?                           :class:`GCWhatIf`
+:func:`jvm_gc_whatif`        the same from a JVM GC log (young pauses/min)    :class:`GCWhatIf`
+:func:`thread_demand`        how many threads, blocking calls or NIO?         :class:`ThreadDemand`
+:func:`cpu_load`             what load average at this CPU utilisation?       :class:`CpuLoad`
+:func:`pool_size`            how many pool threads for a latency SLO?         :class:`ServersNeeded`
+:func:`handoff_cost`         does handing a task to a pool pay?               :class:`HandoffCost`
+:func:`steal_whatif`         what does CPU steal cost; when to move host?     :class:`StealWhatIf`
+:func:`cache_ceiling`        what ceiling does a cache hit ratio buy?         :class:`CacheCeiling`
+:func:`cache_expiry`         does a mass key expiry tip the service over?     :class:`CacheExpiry`
+:func:`cache_whatif`         what did a measured CPU drop after caching buy?  :class:`CacheWhatIf`
+:func:`endpoint_mix`         per-endpoint latency; optimise or isolate which? :class:`EndpointMix`
 ===========================  ===============================================  ===========================
 
 Every SLO "the ``q`` quantile of the response time is at most ``t``" is the
@@ -36,7 +46,8 @@ is a :class:`Ceiling`.
 
 The package is split by idea, and its modules import in one direction
 (``_solve``, ``_text`` <- ``curves`` <- ``ceiling`` <- ``timeouts`` <- ``limits``; ``servers``
-<- ``scaling``; ``ceiling`` <- ``gc``):
+<- ``scaling``; ``ceiling`` <- ``gc``; ``servers`` <- ``threads``; ``ceiling`` <- ``steal``; ``handoff``
+on its own):
 
 * :mod:`capacity.plan._solve` -- the one solver (SLO parsing, the forward model's tail, the rate
   and integer searches, the rr constant delay);
@@ -48,7 +59,13 @@ The package is split by idea, and its modules import in one direction
   :func:`recommend_timeout`;
 * :mod:`capacity.plan.scaling` -- dispatch models, :func:`dispatch_response`, :func:`compare_scaling`;
 * :mod:`capacity.plan.limits` -- :func:`rate_limits`;
-* :mod:`capacity.plan.gc` -- :func:`gc_whatif`.
+* :mod:`capacity.plan.gc` -- :func:`gc_whatif`, :func:`jvm_gc_whatif`;
+* :mod:`capacity.plan.threads` -- :func:`thread_demand`, :func:`cpu_load`, :func:`pool_size`;
+* :mod:`capacity.plan.handoff` -- :func:`handoff_cost`;
+* :mod:`capacity.plan.steal` -- :func:`steal_whatif`;
+* :mod:`capacity.plan.cache` -- :func:`cache_service`, :func:`cache_ceiling`, :func:`cache_expiry`,
+  :func:`cache_whatif` (``ceiling`` <- ``cache``);
+* :mod:`capacity.plan.endpoints` -- :func:`endpoint_mix` (``ceiling`` <- ``endpoints``).
 
 Everything public is importable from ``capacity.plan``.
 """
@@ -56,12 +73,17 @@ from __future__ import annotations
 
 from .._deprecation import module_getattr as _module_getattr
 
+from .cache import CacheCeiling, CacheExpiry, CacheWhatIf, cache_ceiling, cache_expiry, cache_service, cache_whatif
 from .ceiling import Ceiling, ceiling_from_curve, qps_ceiling
 from .curves import DEFAULT_UTILIZATION, ResponseCurve, response_curve
-from .gc import GCWhatIf, gc_whatif
+from .endpoints import EndpointMix, endpoint_mix
+from .gc import GCWhatIf, gc_whatif, jvm_gc_whatif
+from .handoff import HandoffCost, handoff_cost
 from .limits import RateLimits, rate_limits
 from .scaling import DISPATCHES, ScalingComparison, ScalingOption, compare_scaling, dispatch_response
 from .servers import ServersNeeded, servers_needed
+from .steal import StealWhatIf, steal_whatif
+from .threads import CpuLoad, ThreadDemand, cpu_load, pool_size, thread_demand
 from .timeouts import (
     CORE_P999_MULTIPLIER,
     NONCORE_P999_MULTIPLIER,
@@ -80,24 +102,43 @@ __all__ = [
     "NONCORE_P999_MULTIPLIER",
     "BurstTolerance",
     "Ceiling",
+    "CpuLoad",
     "GCWhatIf",
+    "HandoffCost",
     "RateLimits",
     "ResponseCurve",
     "ScalingComparison",
     "ScalingOption",
     "ServersNeeded",
+    "StealWhatIf",
+    "CacheCeiling",
+    "CacheExpiry",
+    "CacheWhatIf",
+    "EndpointMix",
+    "ThreadDemand",
     "TimeoutAdvice",
     "TimeoutSafeRate",
     "burst_tolerance",
     "ceiling_from_curve",
     "compare_scaling",
+    "cpu_load",
     "dispatch_response",
     "gc_whatif",
+    "jvm_gc_whatif",
+    "handoff_cost",
+    "pool_size",
     "qps_ceiling",
     "rate_limits",
     "recommend_timeout",
     "response_curve",
     "servers_needed",
+    "steal_whatif",
+    "cache_ceiling",
+    "cache_expiry",
+    "cache_service",
+    "cache_whatif",
+    "endpoint_mix",
+    "thread_demand",
     "timeout_safe_rate",
 ]
 

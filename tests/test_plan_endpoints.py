@@ -1,0 +1,142 @@
+"""Endpoint mixes (issue 17, part 6): endpoint_mix.
+
+References: processor sharing's ``E[T | x] = x / (1 - rho)`` on one core (Kleinrock 1976, eq. 4.17)
+and ``x E[T] / E[S]`` on several (Cohen 1979); FCFS ``T_i = W + S_i`` with Pollaczek-Khinchine's
+``E[W] = lambda E[S^2] / (2 (1 - rho))``; the capacity derivative ``c w_i / E[S]^2`` by hand; the
+simulator on the true two-point mix (per-endpoint means inside 99 % batch-means intervals).
+"""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from _cli import run_cli
+from capacity import Service, ps, simulate
+from capacity.plan import endpoint_mix
+
+API, STATIC = Service.deterministic(0.040), Service.deterministic(0.001)
+EPS = {"/api": (20.0, API), "/static": (50.0, STATIC)}
+
+
+def test_ps_one_core_by_hand():
+    r = endpoint_mix(EPS, isolate="/static")
+    rho = 20 * 0.040 + 50 * 0.001
+    assert r.utilization == pytest.approx(rho)
+    assert r.table["mean_response_s"].tolist() == pytest.approx([0.040 / (1 - rho), 0.001 / (1 - rho)], rel=1e-12)
+    assert r.table["slowdown"].tolist() == pytest.approx([1 / (1 - rho)] * 2, rel=1e-12)
+    # Isolated: each queue alone; pooled: M/G/2-PS, whose mean is M/M/2's (insensitive).
+    assert r.table["mean_response_split_s"].tolist() == pytest.approx([0.040 / (1 - 0.8), 0.001 / (1 - 0.05)])
+    ratio = ps.mean_response(70.0, 0.85 / 70.0, 2) / (0.85 / 70.0)
+    assert r.table["mean_response_pooled_s"].tolist() == pytest.approx([0.040 * ratio, 0.001 * ratio], rel=1e-9)
+
+
+def test_fcfs_is_common_wait_plus_own_service():
+    r = endpoint_mix(EPS, discipline="fcfs")
+    lam, m2 = 70.0, 20 * 0.040 ** 2 + 50 * 0.001 ** 2
+    wait = m2 / (2 * (1 - 0.85))                                     # lambda E[S^2] = sum lambda_i E[S_i^2]
+    assert r.table["mean_wait_s"].tolist() == pytest.approx([wait, wait], rel=1e-9)
+    assert r.table["mean_response_s"].tolist() == pytest.approx([wait + 0.040, wait + 0.001], rel=1e-9)
+    # The capacity gained per ms saved is proportional to the share of requests: c w_i / E[S]^2.
+    es = 0.85 / lam
+    assert r.table["capacity_gain_qps_per_ms"].tolist() == pytest.approx(
+        [20 / lam / es ** 2 * 1e-3, 50 / lam / es ** 2 * 1e-3], rel=1e-12)
+
+
+def test_several_cores_one_slowdown():
+    eps = {"a": (100.0, Service.lognormal(0.010, 4.0)), "b": (300.0, Service.gamma(0.002, 0.5))}
+    r = endpoint_mix(eps, servers=4)
+    es = (100 * 0.010 + 300 * 0.002) / 400
+    ratio = ps.mean_response(400.0, Service.exponential(es), 4) / es
+    assert r.table["slowdown"].tolist() == pytest.approx([ratio, ratio], rel=1e-9)
+
+
+def test_ceiling_gain_is_a_finite_difference_of_the_ceiling():
+    from capacity.plan import qps_ceiling
+
+    r = endpoint_mix(EPS, discipline="fcfs")
+    base = qps_ceiling(Service.gamma(0.85 / 70, (20 * 0.04 ** 2 + 50 * 0.001 ** 2) / 70 / (0.85 / 70) ** 2 - 1),
+                       1, {0.99: 0.5}, "fcfs").qps
+    assert r.ceiling_qps == pytest.approx(base, rel=1e-6)
+    d = 1e-4
+    m1 = (20 * (0.04 - d) + 50 * 0.001) / 70
+    m2 = (20 * (0.04 - d) ** 2 + 50 * 0.001 ** 2) / 70
+    cut = qps_ceiling(Service.gamma(m1, m2 / m1 ** 2 - 1), 1, {0.99: 0.5}, "fcfs").qps
+    assert r.table.loc["/api", "ceiling_gain_qps_per_ms"] == pytest.approx((cut - base) / d * 1e-3, rel=1e-5)
+
+
+@pytest.mark.parametrize("discipline, seed", [("ps", 8), ("fcfs", 7)])
+def test_per_endpoint_means_against_the_simulator(discipline, seed):
+    r = endpoint_mix(EPS, discipline=discipline)
+    run = simulate(70.0, Service.empirical([0.040] * 2 + [0.001] * 5), discipline, horizon=3000.0, seed=seed)
+    req = run.requests[run.requests["arrival"] > 10.0]
+    for name, size in (("/api", 0.040), ("/static", 0.001)):
+        x = req["response"][np.isclose(req["service"], size)].to_numpy()
+        for stat, expected in (("mean", r.table.loc[name, "mean_response_s"]),
+                               ("p99", r.table.loc[name].get("p99_s"))):
+            if expected is None:
+                continue
+            func = np.mean if stat == "mean" else (lambda y: np.quantile(y, 0.99))
+            batch = np.array([func(b) for b in np.array_split(x, 30)])
+            half = 2.756 * batch.std(ddof=1) / np.sqrt(30)               # t(29), 99 %
+            assert abs(func(x) - expected) <= half, (name, stat)
+
+
+@settings(max_examples=20, deadline=None)
+@given(costs=st.lists(st.floats(0.0005, 0.05), min_size=2, max_size=4, unique=True), load=st.floats(0.1, 0.9),
+       disc=st.sampled_from(["ps", "fcfs"]))
+def test_slowdown_ordering(costs, load, disc):
+    n = len(costs)
+    rate = load / (n * np.mean(costs))                               # equal rates, utilisation `load`
+    r = endpoint_mix({f"e{i}": (rate, Service.exponential(m)) for i, m in enumerate(costs)}, discipline=disc)
+    t = r.table.sort_values("mean_cpu_s")
+    s = t["slowdown"].to_numpy()
+    if disc == "ps":
+        np.testing.assert_allclose(s, s[0], rtol=1e-12)              # one factor for everyone
+    else:
+        assert np.all(np.diff(s) < 0)                                # cheaper endpoints wait longer, relatively
+        assert np.all(np.diff(t["mean_response_s"].to_numpy()) > 0)
+
+
+def test_endpoints_from_a_fit_table():
+    table = pd.DataFrame({"endpoint": ["/a", "/b", "/c"], "share": [0.2, 0.7, 0.1],
+                          "cpu_per_request": [0.040, 0.001, np.nan], "scv": [1.0, 1.0, np.nan]})
+    r = endpoint_mix(table, arrival_rate=90.0)
+    assert list(r.table.index) == ["/a", "/b"]
+    assert r.table["arrival_rate"].tolist() == pytest.approx([20.0, 70.0])
+
+
+@pytest.mark.parametrize("call, name", [
+    (lambda: endpoint_mix({}), "endpoints"),
+    (lambda: endpoint_mix({"/a": (-1.0, 0.01)}), "arrival_rate"),
+    (lambda: endpoint_mix({"/a": 5.0}), "endpoints"),
+    (lambda: endpoint_mix(EPS, servers=0), "servers"),
+    (lambda: endpoint_mix(EPS, isolate="/x"), "isolate"),
+    (lambda: endpoint_mix(EPS, discipline="rr"), "discipline"),
+    (lambda: endpoint_mix(pd.DataFrame({"endpoint": ["/a"], "share": [1.0], "cpu_per_request": [0.01],
+                                        "scv": [1.0]})), "arrival_rate")])
+def test_bad_input_names_the_parameter(call, name):
+    with pytest.raises(ValueError, match=name):
+        call()
+
+
+def test_overload_is_said_plainly():
+    r = endpoint_mix({"/api": (30.0, 0.040)}, discipline="ps")
+    assert np.isinf(r.table["mean_response_s"]).all() and "without bound" in r.explanation
+
+
+def test_cli_endpoints_json_and_errors():
+    code, out, _ = run_cli("endpoints", "/api=20qps:40ms:0,/static=50qps:1ms:0", "--discipline", "fcfs", "--json")
+    data = json.loads(out)
+    wait = (20 * 0.040 ** 2 + 50 * 0.001 ** 2) / (2 * 0.15)
+    assert code == 0 and [row["mean_response_s"] for row in data["rows"]] == pytest.approx([wait + 0.04, wait + 0.001])
+    code, out, _ = run_cli("endpoints", "/api=20qps:40ms,/static=50qps:1ms", "--isolate", "/static")
+    assert code == 0 and "own process" in out
+    for args, flag in ((["/api=20qps"], "NAME=RATE:CPU"), (["/api=20qps:40ms", "--isolate", "/x"], "--isolate"),
+                       (["/api=-2qps:40ms"], "/api")):
+        code, _, err = run_cli("endpoints", *args)
+        assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1 and flag in err
