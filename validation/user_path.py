@@ -133,9 +133,13 @@ def _loadgen(port: int, path: str, out: pathlib.Path, seed: int, rate: float | N
     if metrics_port is not None:
         cmd += ["--metrics-port", str(metrics_port), "--linger", f"{linger:g}"]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=(duration or 900) + linger + 120)
-    if done.returncode not in (0, 4):
-        raise RuntimeError(f"loadgen failed ({done.returncode}): {done.stderr.strip()[-400:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    lines = done.stdout.strip().splitlines()
+    # Exit code 4 is both "some requests failed" (a summary follows) and an abort (warm-up or
+    # /reset failed, hard time limit: no summary): only the first is a run to read.
+    if done.returncode not in (0, 4) or not lines:
+        raise RuntimeError(f"loadgen failed ({done.returncode}, {'no' if not lines else 'a'} summary): "
+                           f"{done.stderr.strip()[-400:]}")
+    return json.loads(lines[-1])
 
 
 def _client_latencies(csv: pathlib.Path, warmup_s: float) -> np.ndarray:
