@@ -555,6 +555,8 @@ def _iter_requests(source, time_column, duration_column, endpoint_column, upstre
                 start += len(part)
     except pd.errors.EmptyDataError:
         raise ValueError(f"{stats.source}: the file is empty, there is no header nor data") from None
+    except pd.errors.ParserError as exc:   # pandas' message names neither the file nor a likely cause
+        raise ValueError(f"{stats.source}: not a CSV table (a binary file?): {str(exc).strip()}") from None
     except UnicodeDecodeError as exc:
         # Binary data (or text in another encoding) read as a CSV table: say which file and where.
         encoding = read_kwargs.get("encoding", "utf-8")

@@ -440,3 +440,12 @@ def test_binary_file_read_as_a_table_names_the_file(tmp_path):
     with pytest.raises(ValueError, match=r"not_a_table\.csv: not a text table in utf-8: byte b'\\x80' at byte "
                                          r"offset 0"):
         read_requests(path)
+
+
+def test_a_binary_file_is_refused_naming_it(tmp_path):
+    """Bytes that are no CSV table: a ValueError that names the file (pandas' ParserError named
+    neither the file nor a cause)."""
+    path = tmp_path / "blob.log"
+    path.write_bytes(bytes(range(256)) * 100)
+    with pytest.raises(ValueError, match=r"blob\.log: not a CSV table \(a binary file\?\)"):
+        read_requests(path)
