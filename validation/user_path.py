@@ -157,8 +157,10 @@ def run_handler(h: DayHandler, s: Settings, out: pathlib.Path, seed: int) -> tup
     from capacity.fit import from_prometheus
 
     harness = _harness()
+    # --max-seconds only stops a server the harness forgot; it must outlive the two fits between the
+    # day and the peaks, which took over 300 s on a loaded machine (the peaks then met a closed port).
     server = subprocess.Popen(["node", str(SERVER), "--metrics", "--port", "0",
-                               "--max-seconds", str(int(s.day_s + 4 * s.peak_s + 300))],
+                               "--max-seconds", str(int(s.day_s + 4 * s.peak_s + 1800))],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         port = json.loads(server.stdout.readline())["port"]
