@@ -21,13 +21,10 @@ order (:meth:`_Accumulator.merge`), which gives what one machine reading them in
 """
 from __future__ import annotations
 
-import bz2
 import collections
 import glob
-import gzip
 import importlib.util
 import io
-import lzma
 import math
 import os
 import re
@@ -40,7 +37,7 @@ from ._log_aggregates import LogAggregates, _Accumulator, _default_edges, _fold,
 from ._log_columns import _split_unit
 from ._log_format import (_FLOAT_VARS, _INT_VARS, _MULTI_FLOAT_VARS, _TIME_PATTERNS, _TIME_VARS, _VAR_RE,
                           _normalise_format)
-from ._log_io import _check_max_examples
+from ._log_io import _check_max_examples, decompressed
 
 __all__: list[str] = []   # private: capacity.logs is the public face
 
@@ -177,13 +174,7 @@ def _open_stream(path: str):
 
         raw = open(path, "rb")
         return io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(raw, closefd=True))
-    if magic[:2] == b"\x1f\x8b":
-        return gzip.open(path, "rb")
-    if magic[:3] == b"BZh":
-        return bz2.open(path, "rb")
-    if magic == b"\xfd7zXZ\x00":
-        return lzma.open(path, "rb")
-    return open(path, "rb")
+    return decompressed(open(path, "rb"))     # gzip, bz2, xz by their magic bytes, as every reader
 
 
 def _kind_of(path: str, fmt: str | None) -> str:
