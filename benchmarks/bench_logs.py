@@ -18,11 +18,21 @@ Each figure is the best of ``--repeat`` runs; CPU time (``time.process_time``) i
 because the figure that matters is per core, and a shared machine inflates wall time.
 Target: read_nginx >= 200,000 lines/s on one core.
 
-Then, old reader against the streaming one (issue 18): each runs alone in a child process on the same file
+Before that, old reader against the streaming one (issue 18): each runs alone in a child process on the same file
 -- ``read_nginx(path, usecols=[...])`` and ``logs.aggregate(path, window=60)`` (polars, every core) -- and
 reports its wall and CPU time and its peak resident memory (``ru_maxrss``: it sees Arrow's and polars'
 native memory, which tracemalloc does not).  Target: aggregate >= 2,000,000 lines/s (wall, 2 cores) and
->= 5x read_nginx in the same run.  ``--stream-only`` skips the first part.
+>= 5x read_nginx in the same run.  ``--stream-only`` skips the in-process part.
+
+Then the same lines split into ``--parts`` files (4) are aggregated by one process and by
+``logs.aggregate(dir, client=...)`` on a Dask ``LocalCluster`` of 2 worker processes of one thread each
+(one task per file), each in its own child process; the Dask figure times the aggregate call on a cluster
+already started (its start-up is printed apart), its CPU time is the client's and the workers' during the
+call (``time.process_time`` on each worker before and after), and its peak memory is the client's and the
+largest worker's (``RUSAGE_CHILDREN``).  The ratio printed is
+Dask against the one-process streaming reader on the same files: on one 2-core machine the cluster only adds
+its transfers (the one-process reader already uses both cores); the cluster pays where the files are on
+several machines.
 """
 from __future__ import annotations
 
@@ -120,6 +130,8 @@ def child(reader: str, path: str) -> None:
     """Run one reader on ``path`` in this (child) process and print its figures as JSON."""
     from capacity import logs
 
+    if reader == "dask":
+        return dask_child(path)
     w0, c0 = time.perf_counter(), time.process_time()
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -130,6 +142,67 @@ def child(reader: str, path: str) -> None:
     wall, cpu = time.perf_counter() - w0, time.process_time() - c0
     print(json.dumps({"lines": n, "wall": wall, "cpu": cpu,
                       "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+
+
+def dask_child(path: str) -> None:
+    """``logs.aggregate(path, client=...)`` on a 2-worker LocalCluster started here; figures as JSON."""
+    from dask.distributed import Client, LocalCluster
+
+    from capacity import logs
+
+    s0 = time.perf_counter()
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        client.run(_warm)   # a cluster in service has imported what it runs
+        startup = time.perf_counter() - s0
+        before = client.run(time.process_time)
+        w0, c0 = time.perf_counter(), time.process_time()
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", logs.LogReadWarning)
+            n = logs.aggregate(path, window=60, client=client).requests
+        wall, cpu_here = time.perf_counter() - w0, time.process_time() - c0
+        after = client.run(time.process_time)
+    workers = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu_workers = sum(after[w] - before[w] for w in after)
+    print(json.dumps({"lines": n, "wall": wall, "cpu": cpu_here + cpu_workers,
+                      "startup": startup, "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                      "worker_peak_mb": workers.ru_maxrss / 1024}))
+
+
+def _warm() -> None:
+    import importlib
+
+    for module in ("polars", "capacity._log_stream"):
+        importlib.import_module(module)
+
+
+def split_log(path: str, parts: int, directory: str) -> None:
+    """The lines of ``path`` in ``parts`` files of consecutive lines (one Dask task each)."""
+    with open(path, encoding="utf-8") as f:
+        lines = f.readlines()
+    size = -(-len(lines) // parts)
+    os.makedirs(directory)
+    for k in range(parts):
+        with open(os.path.join(directory, f"access-{k}.log"), "w", encoding="utf-8") as out:
+            out.writelines(lines[k * size:(k + 1) * size])
+
+
+def compare_dask(directory: str, lines: int, parts: int) -> None:
+    """One process against a 2-worker LocalCluster, each in a child process, on the same ``parts`` files."""
+    figures = {}
+    for reader in ("aggregate", "dask"):
+        out = subprocess.run([sys.executable, __file__, "--child", reader, directory], check=True,
+                             capture_output=True, text=True).stdout
+        figures[reader] = json.loads(out.strip().splitlines()[-1])
+        assert figures[reader]["lines"] == lines, figures[reader]
+    one, many = figures["aggregate"], figures["dask"]
+    print(f"\n{parts} files of the same lines          {'lines/s (wall)':>15} {'lines/s (CPU)':>14} {'peak RSS':>10}")
+    print(f"{'aggregate, one process':<36} {lines / one['wall']:>15,.0f} {lines / one['cpu']:>14,.0f} "
+          f"{one['peak_mb']:>7,.0f} MB")
+    print(f"{'aggregate, Dask LocalCluster 2x1':<36} {lines / many['wall']:>15,.0f} {lines / many['cpu']:>14,.0f} "
+          f"{many['peak_mb']:>7,.0f} MB client, {many['worker_peak_mb']:,.0f} MB largest worker")
+    print(f"Dask / one process: {one['wall'] / many['wall']:.2f}x lines/s (wall), {one['cpu'] / many['cpu']:.2f}x "
+          f"per CPU second; the cluster's start-up ({many['startup']:.1f} s) is in neither figure")
 
 
 def compare_in_children(path: str, lines: int) -> None:
@@ -159,15 +232,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lines", type=int, default=500_000)
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--stream-only", action="store_true", help="only the child-process comparison")
+    parser.add_argument("--stream-only", action="store_true", help="only the child-process comparisons")
+    parser.add_argument("--parts", type=int, default=4, help="files for the Dask comparison (default 4)")
+    parser.add_argument("--no-dask", action="store_true", help="skip the Dask comparison")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "access.log")
         write_log(path, args.lines)
         size_mb = os.path.getsize(path) / 1e6
+        # The child processes first, while this one is small: a child's ru_maxrss starts from the RSS of
+        # the process it was forked from (Linux keeps it across exec), which the in-process part inflates.
+        print(f"{args.lines:,} lines, {size_mb:.1f} MB")
+        compare_in_children(path, args.lines)
+        if not args.no_dask:
+            split_log(path, args.parts, os.path.join(tmp, "parts"))
+            compare_dask(os.path.join(tmp, "parts"), args.lines, args.parts)
         if args.stream_only:
-            print(f"{args.lines:,} lines, {size_mb:.1f} MB")
-            return compare_in_children(path, args.lines)
+            return
         with warnings.catch_warnings():
             warnings.simplefilter("error")  # the synthetic file must parse completely
             c_fast, w_fast, df = best_of(lambda: read_nginx(path), args.repeat)
@@ -177,8 +258,7 @@ def main() -> None:
         assert (df["status"].to_numpy() == ref["status"].to_numpy()).all()
         assert ((df["upstream_response_time"] - ref["upstream_response_time"]).abs().max() < 1e-12)
         del df, ref
-        compare_in_children(path, args.lines)
-    print(f"{args.lines:,} lines, {size_mb:.1f} MB, best of {args.repeat}")
+    print(f"\nin this process, best of {args.repeat}")
     print(f"{'reader':<12} {'lines/s (CPU)':>14} {'lines/s (wall)':>15}")
     print(f"{'read_nginx':<12} {args.lines / c_fast:>14,.0f} {args.lines / w_fast:>15,.0f}")
     print(f"{'  usecols*':<12} {args.lines / c_few:>14,.0f} {args.lines / w_few:>15,.0f}")

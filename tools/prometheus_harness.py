@@ -24,7 +24,7 @@ import subprocess
 import tempfile
 import time
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -60,10 +60,11 @@ def stop(proc: subprocess.Popen, timeout: float = 10.0) -> None:
 
 
 @contextlib.contextmanager
-def run_prometheus(targets: Sequence[str], scrape_interval: float = 1.0,
+def run_prometheus(targets: Sequence[str] | Mapping[str, Sequence[str]], scrape_interval: float = 1.0,
                    workdir: pathlib.Path | None = None) -> Iterator[str]:
-    """Start Prometheus scraping ``targets`` (``host:port``); yields its URL.  RuntimeError when
-    the binary is absent or does not start."""
+    """Start Prometheus scraping ``targets`` (``host:port``) under the job ``demo``, or each job's
+    targets of a mapping ``{job: targets}``; yields its URL.  RuntimeError when the binary is
+    absent or does not start."""
     binary = shutil.which("prometheus")
     if binary is None:
         raise RuntimeError("the prometheus binary is not installed (Debian package 'prometheus')")
@@ -71,10 +72,12 @@ def run_prometheus(targets: Sequence[str], scrape_interval: float = 1.0,
         if workdir is None:
             workdir = pathlib.Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="capacity-prom-")))
         config = workdir / "prometheus.yml"
-        listed = ", ".join(f"'{t}'" for t in targets)
+        jobs = targets if isinstance(targets, Mapping) else {"demo": targets}
+        scrapes = "".join(f"  - job_name: {job}\n    static_configs:\n"
+                          f"      - targets: [{', '.join(repr(t) for t in listed)}]\n" for job, listed in jobs.items())
         config.write_text(
             f"global:\n  scrape_interval: {scrape_interval:g}s\n  evaluation_interval: {scrape_interval:g}s\n"
-            f"scrape_configs:\n  - job_name: demo\n    static_configs:\n      - targets: [{listed}]\n")
+            f"scrape_configs:\n{scrapes}")
         port = free_port()
         proc = subprocess.Popen([binary, f"--config.file={config}", f"--storage.tsdb.path={workdir / 'data'}",
                                  f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],

@@ -14,8 +14,12 @@ MVA, the USL), ``_solve`` (search space, bounds, starting points, least squares 
 robust lines), ``_intervals`` (delta method, profile, Gauss-Newton, bootstrap),
 ``_diagnostics`` (fit quality, residual tables, warnings) and ``_result``
 (:class:`FitResult`).
+
+:func:`fleet` fits many services at once (their logs, or one Prometheus histogram grouped by
+``job``) and answers each one's QPS ceiling at an SLO in one table, on a Dask cluster if given.
 """
 from ._result import FitResult
+from .fleet import FleetReport, fleet
 from .histograms import HistogramFit, from_histograms
 from .k6 import from_k6
 from .loadtest import LoadTestFit, from_loadtest
@@ -27,12 +31,14 @@ from .utilization import UtilizationFit, from_utilization
 
 __all__ = [
     "FitResult",
+    "FleetReport",
     "HistogramFit",
     "LoadTestFit",
     "PercentileFit",
     "Prediction",
     "RequestsFit",
     "UtilizationFit",
+    "fleet",
     "from_histograms",
     "from_k6",
     "from_loadtest",

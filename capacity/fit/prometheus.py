@@ -35,18 +35,21 @@ _HTTP_TIMEOUT = 30.0
 
 
 # ---------------------------------------------------------------------- queries
-def bucket_query(histogram: str, selector: str, step: float) -> str:
-    """The PromQL of the bucket increases per window: ``sum by (le) (increase(h_bucket{...}[step]))``."""
-    return f"sum by (le) (increase({histogram}_bucket{{{selector}}}[{_duration(step)}]))"
+def bucket_query(histogram: str, selector: str, step: float, label: str | None = None) -> str:
+    """The PromQL of the bucket increases per window: ``sum by (le) (increase(h_bucket{...}[step]))``;
+    with ``label``, one histogram per value of that label: ``sum by (label, le) (...)``."""
+    by = "le" if label is None else f"{label}, le"
+    return f"sum by ({by}) (increase({histogram}_bucket{{{selector}}}[{_duration(step)}]))"
 
 
-def cpu_query(cpu: str, selector: str, step: float) -> str:
+def cpu_query(cpu: str, selector: str, step: float, label: str | None = None) -> str:
     """The PromQL of the busy cores per window: ``sum(rate(cpu{...}[step]))``.  A ``cpu`` with its
     own matchers (``process_cpu_seconds_total{job="api"}``) keeps them instead of ``selector``:
-    the counter of a process whose latencies a proxy measured lives under another job."""
-    if "{" in cpu:
-        return f"sum(rate({cpu}[{_duration(step)}]))"
-    return f"sum(rate({cpu}{{{selector}}}[{_duration(step)}]))"
+    the counter of a process whose latencies a proxy measured lives under another job.  With
+    ``label``, one series per value of that label: ``sum by (label) (...)``."""
+    inner = cpu if "{" in cpu else f"{cpu}{{{selector}}}"
+    by = "" if label is None else f" by ({label}) "
+    return f"sum{by}(rate({inner}[{_duration(step)}]))"
 
 
 def _duration(step: float) -> str:
@@ -227,6 +230,62 @@ def _fit(windows: list[dict], notes: list[str], servers: int, measured_at: str, 
     return fit_source_windows(records, notes, source, servers, measured_at, options, stacklevel=4)
 
 
+# ---------------------------------------------------------------------- checks and the per-label split
+def _checked_query(url, histogram, selector, start, end, step, cpu) -> tuple[str, float, float, float]:
+    """The arguments of a range query checked (each refusal names its parameter): the histogram's
+    name without ``_bucket``, and start, end and step in seconds."""
+    if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+        raise ValueError(f"url must be an http:// or https:// address of a Prometheus server, got {url!r}")
+    if not isinstance(histogram, str) or not histogram.replace("_", "a").replace(":", "a").isalnum():
+        raise ValueError(f"histogram must be a metric name such as 'http_request_duration_seconds', "
+                         f"got {histogram!r}")
+    if histogram.endswith("_bucket"):
+        histogram = histogram[:-len("_bucket")]
+    if not isinstance(selector, str) or "{" in selector or "}" in selector:
+        raise ValueError(f"selector must be label matchers without braces, e.g. 'job=\"api\"', got {selector!r}")
+    step = float(step)
+    if not (math.isfinite(step) and step >= 1.0):
+        raise ValueError(f"step must be at least 1 second, got {step!r}")
+    end = time.time() if end is None else _unix(end, "end")
+    start = end - 86400.0 if start is None else _unix(start, "start")
+    if not start < end:
+        raise ValueError(f"start ({start:.0f}) must be before end ({end:.0f})")
+    points = math.floor((end - (start + step)) / step) + 1
+    if points > MAX_POINTS:
+        raise ValueError(f"step={step:g} s gives {points} windows between start and end, over Prometheus's "
+                         f"limit of {MAX_POINTS}; use step >= {math.ceil((end - start) / MAX_POINTS)} s")
+    if points < 1:
+        raise ValueError(f"the range {end - start:g} s is shorter than one step ({step:g} s)")
+    counter = r"[A-Za-z_:][A-Za-z0-9_:]*(\{[^{}]*\})?"      # a name, optionally with its own matchers
+    if cpu is not None and (not isinstance(cpu, str) or re.fullmatch(counter, cpu) is None):
+        raise ValueError(f"cpu must be a counter's name, optionally with its own label matchers "
+                         f"('process_cpu_seconds_total{{job=\"api\"}}'), or None; got {cpu!r}")
+    return histogram, start, end, step
+
+
+def labelled_results(url: str, histogram: str, selector: str, label: str, start, end, step: float,
+                     cpu: str | None) -> tuple[dict, dict]:
+    """One bucket query (and one CPU query) for every value of ``label`` at once, their series
+    split by that value: ``({value: (bucket series, CPU series or None)}, source)``; each pair
+    is what :func:`_windows` reads for one service.  Series without the label are under ``""``."""
+    if not isinstance(label, str) or re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", label) is None or label == "le":
+        raise ValueError(f"label must be a Prometheus label name such as 'job' (not 'le'), got {label!r}")
+    histogram, start, end, step = _checked_query(url, histogram, selector, start, end, step, cpu)
+    queries = {"buckets": bucket_query(histogram, selector, step, label)}
+    groups: dict[str, tuple[list, list | None]] = {}
+    for item in _query_range(url, queries["buckets"], start + step, end, step):
+        groups.setdefault(str(item.get("metric", {}).get(label, "")), ([], None))[0].append(item)
+    if cpu is not None:
+        queries["cpu"] = cpu_query(cpu, selector, step, label)
+        cpu_series: dict[str, list] = {}
+        for item in _query_range(url, queries["cpu"], start + step, end, step):
+            cpu_series.setdefault(str(item.get("metric", {}).get(label, "")), []).append(item)
+        groups = {k: (b, cpu_series.get(k, [])) for k, (b, _) in groups.items()}
+    source = {"kind": "prometheus", "url": url, "queries": queries, "label": label, "start": start, "end": end,
+              "step": step}
+    return groups, source
+
+
 # ---------------------------------------------------------------------- public
 def from_prometheus(url: str, histogram: str, selector: str = "", start=None, end=None,
                     step: float = 300.0, cpu: str | None = "process_cpu_seconds_total",
@@ -292,32 +351,7 @@ def from_prometheus(url: str, histogram: str, selector: str = "", start=None, en
     ----------
     Prometheus HTTP API, range queries: https://prometheus.io/docs/prometheus/latest/querying/api/
     """
-    if not isinstance(url, str) or not url.startswith(("http://", "https://")):
-        raise ValueError(f"url must be an http:// or https:// address of a Prometheus server, got {url!r}")
-    if not isinstance(histogram, str) or not histogram.replace("_", "a").replace(":", "a").isalnum():
-        raise ValueError(f"histogram must be a metric name such as 'http_request_duration_seconds', "
-                         f"got {histogram!r}")
-    if histogram.endswith("_bucket"):
-        histogram = histogram[:-len("_bucket")]
-    if not isinstance(selector, str) or "{" in selector or "}" in selector:
-        raise ValueError(f"selector must be label matchers without braces, e.g. 'job=\"api\"', got {selector!r}")
-    step = float(step)
-    if not (math.isfinite(step) and step >= 1.0):
-        raise ValueError(f"step must be at least 1 second, got {step!r}")
-    end = time.time() if end is None else _unix(end, "end")
-    start = end - 86400.0 if start is None else _unix(start, "start")
-    if not start < end:
-        raise ValueError(f"start ({start:.0f}) must be before end ({end:.0f})")
-    points = math.floor((end - (start + step)) / step) + 1
-    if points > MAX_POINTS:
-        raise ValueError(f"step={step:g} s gives {points} windows between start and end, over Prometheus's "
-                         f"limit of {MAX_POINTS}; use step >= {math.ceil((end - start) / MAX_POINTS)} s")
-    if points < 1:
-        raise ValueError(f"the range {end - start:g} s is shorter than one step ({step:g} s)")
-    counter = r"[A-Za-z_:][A-Za-z0-9_:]*(\{[^{}]*\})?"      # a name, optionally with its own matchers
-    if cpu is not None and (not isinstance(cpu, str) or re.fullmatch(counter, cpu) is None):
-        raise ValueError(f"cpu must be a counter's name, optionally with its own label matchers "
-                         f"('process_cpu_seconds_total{{job=\"api\"}}'), or None; got {cpu!r}")
+    histogram, start, end, step = _checked_query(url, histogram, selector, start, end, step, cpu)
     srv = int(check_servers(servers))
     queries = {"buckets": bucket_query(histogram, selector, step)}
     buckets = _query_range(url, queries["buckets"], start + step, end, step)
