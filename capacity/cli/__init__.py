@@ -7,7 +7,10 @@ process crosses a 1 s p99).  The planning subcommands ``ceiling``,
 each prints a table and a paragraph of explanation, or JSON with ``--json``.  ``fit`` fits the
 CPU time per request to observed latency percentiles (:func:`capacity.fit.from_percentiles`) or to
 an access log (:func:`capacity.fit.from_requests`).  ``logs convert`` parses request logs once into
-Parquet (:func:`capacity.logs.convert`).
+Parquet (:func:`capacity.logs.convert`); ``fleet`` fits many services at once and reports each one's
+ceiling and headroom in one table (:func:`capacity.fit.fleet`).  ``warmup`` and ``deploy`` plan
+the traffic ramp of a fresh process and the capacity of a rolling deploy (:func:`capacity.plan.ramp_needed`,
+:func:`capacity.plan.rolling_deploy`).
 
 Times take units (``250us``, ``25ms``, ``1.5s``, ``2min``; a bare number is
 seconds), rates take ``qps`` or a bare number (:mod:`capacity.units` reads them).  Bad input
@@ -24,8 +27,10 @@ import sys
 from typing import Sequence
 
 from ._cache_commands import _cmd_cache, _cmd_endpoints
+from ._deploy_commands import _cmd_deploy, _cmd_warmup
 from ._common import _jsonable, _UsageError
 from ._fit_command import _cmd_fit
+from ._fleet_command import _cmd_fleet
 from ._help import _example
 from ._logs_command import _cmd_logs
 from ._parser import build_parser
@@ -39,7 +44,8 @@ __all__ = ["build_parser", "main"]
 
 _COMMANDS = {"ceiling": _cmd_ceiling, "servers": _cmd_servers, "timeout": _cmd_timeout,
              "scaling": _cmd_scaling, "gc": _cmd_gc, "jvm-gc": _cmd_jvm_gc, "threads": _cmd_threads, "handoff": _cmd_handoff,
-             "steal": _cmd_steal, "cache": _cmd_cache, "endpoints": _cmd_endpoints, "fit": _cmd_fit, "logs": _cmd_logs}
+             "steal": _cmd_steal, "cache": _cmd_cache, "endpoints": _cmd_endpoints, "fit": _cmd_fit, "fleet": _cmd_fleet,
+             "logs": _cmd_logs, "warmup": _cmd_warmup, "deploy": _cmd_deploy}
 
 
 def _run(args) -> int:

@@ -26,6 +26,8 @@ examples:
   capacity steal --cpu 25ms --servers 4 --qps 100 --max-loss 20%   # CPU steal: when to move host
   capacity cache --hit-cpu 1ms --miss-cpu 25ms --qps 60   # the ceiling a cache hit ratio buys
   capacity endpoints /api=20qps:40ms,/static=50qps:1ms   # per-endpoint latency on one event loop
+  capacity warmup --qps 60 --cpu 10ms --cold 3 --warmup-requests 2000   # the traffic ramp a fresh process needs
+  capacity deploy --qps 500 --cpu 10ms --processes 10 --cold 3 --warmup-time 30s --ramp 60s   # rolling deploy
   capacity fit p50=45ms,p90=80ms,p99=300ms --qps 8 --slo p99=500ms   # CPU/request from a dashboard
   capacity fit --log access.log --slo p99=500ms           # ... or from an nginx access log
   capacity ceiling --cpu 25ms --slo p99=500ms --json      # machine-readable output

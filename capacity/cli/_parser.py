@@ -6,6 +6,8 @@ import re
 
 from .._version import __version__
 from ._cache_commands import _add_cache, _add_endpoints
+from ._deploy_commands import _add_deploy, _add_warmup
+from ._fleet_command import _add_fleet
 from ._help import (CEILING_HELP, EXAMPLE_HELP, FIT_HELP, GC_HELP, HANDOFF_HELP, MAIN_HELP, SCALING_HELP, SERVERS_HELP,
                     JVM_GC_HELP, STEAL_HELP, THREADS_HELP, TIMEOUT_HELP)
 from ._types import (_count, _counts, _delay, _fraction, _memory, _money, _nonneg_int, _option, _percentiles,
@@ -64,8 +66,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"capacity {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for add in (_add_example, _add_ceiling, _add_servers, _add_timeout, _add_scaling, _add_gc, _add_threads,
-                _add_jvm_gc, _add_handoff, _add_steal, _add_cache, _add_endpoints, _add_fit, _add_logs):
+                _add_jvm_gc, _add_handoff, _add_steal, _add_cache, _add_endpoints, _add_fit, _add_fleet, _add_logs):
         add(sub)
+    _add_warmup(sub, _add_service)
+    _add_deploy(sub, _add_service)
     return parser
 
 

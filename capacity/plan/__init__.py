@@ -26,6 +26,10 @@ function                     question                                         an
 :func:`cache_expiry`         does a mass key expiry tip the service over?     :class:`CacheExpiry`
 :func:`cache_whatif`         what did a measured CPU drop after caching buy?  :class:`CacheWhatIf`
 :func:`endpoint_mix`         per-endpoint latency; optimise or isolate which? :class:`EndpointMix`
+:func:`warmup_transient`     a fresh process under load: p99 over time        :class:`WarmupTransient`
+:func:`ramp_needed`          how long a traffic ramp after a deploy?          :class:`RampNeeded`
+:func:`warmup_simulation`    the same transient simulated, with intervals     :class:`WarmupSimulation`
+:func:`rolling_deploy`       capacity while k of N restart; the N it needs    :class:`RollingDeploy`
 ===========================  ===============================================  ===========================
 
 Every SLO "the ``q`` quantile of the response time is at most ``t``" is the
@@ -65,7 +69,11 @@ on its own):
 * :mod:`capacity.plan.steal` -- :func:`steal_whatif`;
 * :mod:`capacity.plan.cache` -- :func:`cache_service`, :func:`cache_ceiling`, :func:`cache_expiry`,
   :func:`cache_whatif` (``ceiling`` <- ``cache``);
-* :mod:`capacity.plan.endpoints` -- :func:`endpoint_mix` (``ceiling`` <- ``endpoints``).
+* :mod:`capacity.plan.endpoints` -- :func:`endpoint_mix` (``ceiling`` <- ``endpoints``);
+* :mod:`capacity.plan.warmup` -- :func:`warmup_transient`, :func:`ramp_needed` (the model in
+  ``_warmup_model``; ``curves``, ``ceiling`` <- ``_warmup_model`` <- ``warmup``);
+* :mod:`capacity.plan.warmup_sim` -- :func:`warmup_simulation` (``warmup`` <- ``warmup_sim``);
+* :mod:`capacity.plan.deploy` -- :func:`rolling_deploy` (``warmup`` <- ``deploy``).
 
 Everything public is importable from ``capacity.plan``.
 """
@@ -76,6 +84,7 @@ from .._deprecation import module_getattr as _module_getattr
 from .cache import CacheCeiling, CacheExpiry, CacheWhatIf, cache_ceiling, cache_expiry, cache_service, cache_whatif
 from .ceiling import Ceiling, ceiling_from_curve, qps_ceiling
 from .curves import DEFAULT_UTILIZATION, ResponseCurve, response_curve
+from .deploy import RollingDeploy, rolling_deploy
 from .endpoints import EndpointMix, endpoint_mix
 from .gc import GCWhatIf, gc_whatif, jvm_gc_whatif
 from .handoff import HandoffCost, handoff_cost
@@ -94,6 +103,8 @@ from .timeouts import (
     recommend_timeout,
     timeout_safe_rate,
 )
+from .warmup import RampNeeded, WarmupTransient, ramp_needed, warmup_transient
+from .warmup_sim import WarmupSimulation, warmup_simulation
 
 __all__ = [
     "CORE_P999_MULTIPLIER",
@@ -140,6 +151,14 @@ __all__ = [
     "endpoint_mix",
     "thread_demand",
     "timeout_safe_rate",
+    "RampNeeded",
+    "RollingDeploy",
+    "WarmupSimulation",
+    "WarmupTransient",
+    "ramp_needed",
+    "rolling_deploy",
+    "warmup_simulation",
+    "warmup_transient",
 ]
 
 # The names before this release, for one release (docs/glossary.md, "Renamed in this release").

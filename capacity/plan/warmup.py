@@ -1,0 +1,529 @@
+"""Warm-up after a deploy: a fresh process is slow at first, and a ramp admits its traffic gradually.
+
+The Ctrip timeout article (seed 001) met timeouts right after an instance was pulled into the
+pool: in section 3.7 every request waited while Redis connections were being opened (fixed by
+opening them at start-up, before taking traffic), and in section 3.8 the JIT had not compiled the
+hot code yet (fixed by the RPC framework's warm-up: "the application does not take 100 % of the
+traffic at once but more and more of it as time goes on, so a small share of the traffic compiles
+the hot code first").  Here:
+
+* :func:`warmup_transient` -- the first minutes of a process added under load: the admitted rate
+  under a linear ramp, the cold multiplier, the utilisation, the SLO ceiling of the cold process,
+  the fluid backlog and the response-time percentiles over time;
+* :func:`ramp_needed` -- the shortest ramp that keeps every SLO percentile within its target at
+  every moment, the pre-warming a ramp needs when the cold service alone breaks the SLO, and what
+  happens with no ramp.
+
+The rolling deploy (several processes restarting in turn) is :mod:`capacity.plan.deploy`; the
+simulation that checks this model is :mod:`capacity.plan.warmup_sim`.  See :mod:`capacity.plan`.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+import pandas as pd
+
+from .._checks import check_discipline, check_positive, check_servers
+from .._common import progress_ticker
+from .._result import Result, jsonable
+from ..distributions import Service, as_service
+from ._text import _DISCIPLINE_TEXT, _describe_service, _fmt_q, _fmt_rate, _fmt_time
+from ._warmup_model import _Ceilings, _check_ramp, _default_horizon, _law, _Law, _start_and_ramp, _transient
+
+__all__ = ["RampNeeded", "WarmupTransient", "ramp_needed", "warmup_transient"]
+
+ArrayLike = Any
+
+
+@dataclass(frozen=True, repr=False)
+class WarmupTransient(Result):
+    """Result of :func:`warmup_transient`.
+
+    Attributes
+    ----------
+    table : pandas.DataFrame
+        One row per ``bucket`` (index ``time``, seconds since the process was added):
+        ``admitted_rate`` (requests/s), ``multiplier`` (cold service over warm), ``utilization``,
+        ``ceiling_qps`` (the SLO ceiling of the process as cold as it is then), ``delay`` (fluid
+        backlog delay, s) and one ``pQ_s`` column per SLO percentile (s).
+    verdict : str
+        ``"meets_slo"``, ``"slo_broken"`` (slow, but the process keeps up), ``"backlog"`` (the cold
+        process falls behind, then catches up), ``"overloaded"`` (its share is too much even warm).
+    peak_response : dict
+        Per SLO percentile, its largest value over the transient (s).
+    peak_time : float
+        When the first SLO percentile peaks (s).
+    seconds_over_slo : float
+        Seconds during which some percentile is above its target.
+    peak_delay : float
+        Largest fluid backlog delay (s); 0 when the process always keeps up.
+    recovery_time : float
+        When the backlog is back to 0 (s; NaN without backlog, inf if it never drains).
+    warm_time : float
+        When the multiplier is within 1 % of its cold excess from 1 (s).
+    seconds_over_timeout, timeout_fraction, timed_out, timeout_window : float or None
+        With ``timeout``: seconds during which the backlog delay alone passes it, the share of the
+        requests admitted in the first ``timeout_window`` seconds (until the process is warm and
+        the backlog gone) that arrive then, and their number (fluid).
+    cold_utilization, warm_utilization : float
+        The utilisation the full share would give the cold process and the warm one.
+    arrival_rate, ramp, cold_multiplier, warmup_requests, warmup_time, servers, discipline, slo,
+    timeout, horizon
+        What was asked.
+    explanation : str
+    """
+
+    table: pd.DataFrame
+    verdict: str
+    peak_response: dict
+    peak_time: float
+    seconds_over_slo: float
+    peak_delay: float
+    recovery_time: float
+    warm_time: float
+    seconds_over_timeout: float | None
+    timeout_fraction: float | None
+    timed_out: float | None
+    timeout_window: float | None
+    cold_utilization: float
+    warm_utilization: float
+    arrival_rate: float
+    ramp: float
+    cold_multiplier: float
+    warmup_requests: float | None
+    warmup_time: float | None
+    servers: int
+    discipline: str
+    slo: dict
+    timeout: float | None
+    horizon: float
+    explanation: str
+
+    _headline: ClassVar[tuple[str, ...]] = ("verdict", "peak_response", "seconds_over_slo", "peak_delay")
+
+    def to_dict(self) -> dict:
+        """The summary numbers and the explanation, JSON-ready (the table is ``to_frame()``)."""
+        return {name: jsonable(getattr(self, name)) for name in self._fields() if name != "table"}
+
+
+def _inputs(service: Any, servers: Any, slo: Mapping | None, discipline: str) -> tuple[Service, int, dict]:
+    svc = as_service(service)
+    if svc.family in ("empirical", "scipy") or np.ndim(svc.mean):
+        raise ValueError(f"service must be a parametric Service with scalar parameters (exponential, gamma, "
+                         f"lognormal, ...), got {svc!r}")
+    c = check_servers(servers)
+    if c.ndim:
+        raise ValueError(f"servers must be a single integer, got {servers!r}")
+    check_discipline(discipline, ("fcfs", "ps"))
+    return svc, int(c), ({0.99: 0.5} if slo is None else slo)
+
+
+def _summary(tr: dict, law: _Law, ceil: _Ceilings, timeout: float | None) -> dict:
+    """The headline numbers of a transient on its fine grid."""
+    t, resp, delay = tr["time"], tr["response"], tr["delay"]
+    dt = t[1] - t[0]
+    # Within 1e-4 of the target is on it: the ramp is solved on the ceiling's interpolant, the percentiles
+    # come from the forward one, and the two agree to ~1e-5.
+    over = np.any(resp > ceil.ts[None, :] * (1 + 1e-4), axis=1)
+    k = int(np.argmax(resp[:, 0]))
+    backlog = np.flatnonzero(delay > 0)
+    if backlog.size == 0:
+        recovery = math.nan
+    else:
+        recovery = math.inf if backlog[-1] == t.size - 1 else float(t[backlog[-1] + 1])
+    warm = np.flatnonzero(tr["multiplier"] - 1.0 > 0.01 * (law.cold - 1.0))
+    out = dict(peak_response={float(q): float(resp[:, i].max()) for i, q in enumerate(ceil.qs)},
+               peak_time=float(t[k]), seconds_over_slo=float(np.count_nonzero(over) * dt),
+               peak_delay=float(delay.max()), recovery_time=recovery,
+               warm_time=0.0 if warm.size == 0 else (math.inf if warm[-1] == t.size - 1 else float(t[warm[-1] + 1])),
+               seconds_over_timeout=None, timeout_fraction=None, timed_out=None, timeout_window=None)
+    if timeout is not None:
+        late = delay >= timeout
+        rate = tr["admitted_rate"]
+        # The share among the requests of the warm-up: until the process is warm and any backlog is gone.
+        until = max((v for v in (out["warm_time"], out["recovery_time"]) if math.isfinite(v)), default=t[-1])
+        window = t <= max(until, dt)
+        out.update(seconds_over_timeout=float(np.count_nonzero(late) * dt),
+                   timed_out=float(np.sum(rate * late) * dt), timeout_window=float(max(until, dt)),
+                   timeout_fraction=float(np.sum((rate * late)[window]) / max(np.sum(rate[window]), 1e-300)))
+    return out
+
+
+def _verdict(s: dict, warm_utilization: float) -> str:
+    if warm_utilization >= 1:
+        return "overloaded"
+    if s["peak_delay"] > 0:
+        return "backlog"
+    return "slo_broken" if s["seconds_over_slo"] > 0 else "meets_slo"
+
+
+def _table(tr: dict, ceil: _Ceilings, horizon: float, bucket: float | None) -> pd.DataFrame:
+    step = horizon / 120 if bucket is None else float(check_positive(bucket, "bucket"))
+    times = np.arange(0.0, horizon + 1e-9 * horizon, step)[:5000]
+    cols = {name: np.interp(times, tr["time"], tr[key]) for name, key in
+            (("admitted_rate", "admitted_rate"), ("multiplier", "multiplier"), ("utilization", "utilization"),
+             ("ceiling_qps", "ceiling"), ("delay", "delay"))}
+    for i, q in enumerate(ceil.qs):
+        col = tr["response"][:, i]
+        finite = np.isfinite(col)
+        cols[f"{_fmt_q(q)}_s"] = np.interp(times, tr["time"][finite], col[finite]) if finite.any() else np.inf
+    return pd.DataFrame(cols, index=pd.Index(times, name="time"))
+
+
+def warmup_transient(arrival_rate: float, service: Service | float, cold_multiplier: float, *,
+                     warmup_requests: float | None = None, warmup_time: float | None = None, ramp: float = 0.0,
+                     servers: int = 1, slo: Mapping[float, float] | None = None, discipline: str = "ps",
+                     timeout: float | None = None, horizon: float | None = None,
+                     bucket: float | None = None) -> WarmupTransient:
+    """The first minutes of a fresh process added under load: its p99, backlog and timeouts over time.
+
+    Parameters
+    ----------
+    arrival_rate : float
+        The process's full share of the traffic, requests/s (what it gets once the ramp is over).
+    service : Service or float
+        CPU time per request of the *warm* process, seconds (scalar parameters; a number is an
+        exponential mean).
+    cold_multiplier : float
+        ``m0 >= 1``: the fresh process's service time over the warm one (JIT-less interpreted
+        code, connections still to open).  1 is no warm-up.
+    warmup_requests, warmup_time : float
+        Exactly one: the process warms with the requests it serves, the multiplier's excess
+        falling by ``e`` every ``warmup_requests`` requests (JIT); or with time, by ``e`` every
+        ``warmup_time`` seconds (pools and caches filling).
+    ramp : float, optional
+        Seconds over which the balancer raises the process's share linearly from 0 to full
+        (Dubbo's and the Ctrip RPC framework's warm-up weight, Envoy's slow start with
+        aggression 1); 0 (default) admits the full share at once.
+    servers : int, optional
+        Cores of the process (default 1).
+    slo : mapping, optional
+        Quantile -> seconds (default ``{0.99: 0.5}``).
+    discipline : {"ps", "fcfs"}, optional
+        Processor sharing (an event loop; default) or FCFS (a blocking worker pool).
+    timeout : float, optional
+        Client timeout, seconds: adds the seconds and the share of requests over it.
+    horizon, bucket : float, optional
+        Length of the transient and the spacing of the table's rows, seconds (default: until the
+        process is warm and any backlog has drained, and 120 rows).
+
+    Returns
+    -------
+    WarmupTransient
+
+    Notes
+    -----
+    *Warm-up law*: the service time of a request is ``S m`` with the warm law ``S`` and the
+    multiplier ``m(x) = 1 + (m0 - 1) exp(-x / L)``.  With ``warmup_requests = L`` the progress
+    ``x`` is the number of requests the process started before this one (HotSpot compiles a
+    method after a count of invocations; the exponential is the smooth form of "the hot methods
+    compile one after another, most-used first").  With ``warmup_time = L`` it is the seconds
+    since the process started, and the process runs at speed ``1 / m(t)``: in ``dt`` it does
+    ``dt / m(t)`` seconds of warm work, so the whole queue is the warm queue seen through the
+    clock ``G(t) = int_0^t ds / m(s)`` -- exact for FCFS and PS alike, since both only share the
+    CPU.  Both laws start at ``m0`` and are within 1 % of warm after ``L ln 100 = 4.6 L``.
+
+    *Ramp*: the process is admitted the share ``a(t) = min(1, t / R)`` of its full rate
+    ``lambda``, Poisson at rate ``lambda a(t)``.  In a fleet of ``N`` behind a weighted balancer
+    its share is ``a lambda_total / (N - 1 + a)``, slightly more than ``a`` times its full share;
+    :func:`capacity.plan.rolling_deploy` uses that exactly.
+
+    *Transient (approximation)*: at each moment the utilisation is
+    ``rho(t) = lambda a(t) E[S] m(t) / c``.  Where the cold process cannot keep up, work piles up
+    as a fluid: request ``n`` starts at ``s_n = max(t_n, s_{n-1} + cost_{n-1} / c)`` (the running
+    maximum of :func:`capacity.overload.backlog`, with the costs ``E[S] m(n)`` of the requests law,
+    or in the clock ``G`` of the time law) and waits ``D(t) = s - t``.  On top of ``D`` comes the
+    random part of the queue: the percentile of the stationary queue at ``rho(t)`` with service
+    ``S m(t)`` -- the pointwise stationary approximation (Green and Kolesar 1991), read off the
+    cached response curve of :func:`capacity.plan.response_curve` (within 2e-4 of the exact
+    formulas) -- but never more than a queue can build in the ``t`` seconds it has had: the
+    queued work exceeds its fluid level by at most the running maximum of a Brownian motion of
+    variance rate ``lambda E[(S m)^2] / c^2``, whose ``q``-quantile is ``sigma sqrt(t) z_{(1-q)/2}``
+    (reflection principle; Harrison 1985), plus the request's own ``m q_S``.  So
+    ``T_q(t) = D(t) + min(stationary_q(rho(t)), m q_S + sigma sqrt(t) z_{(1-q)/2})``, continuous
+    through overload (where the stationary percentile is infinite).
+
+    *Measured against* :func:`capacity.plan.warmup_simulation` (``tests/test_plan_warmup.py``;
+    10 ms exponential CPU, 60 requests/s, ``m0 = 3``): at the ramp :func:`ramp_needed` gives, the
+    worst 10-20 s window of the simulation had 0.8-1.4 % of its requests over the p99 target
+    (FCFS and PS, both laws): the ramp is right to about 10 % in the threshold; at 0.6 x that
+    ramp 3-38 % were over.  With no ramp (180 % utilisation cold), FCFS: while the backlog grows
+    the model's p99 is within 10 % of the simulated one (6.8 s model, 6.5 s simulated at
+    t = 10 s) and its median 4-14 % above; while the backlog drains the model is below (p99 1.1 s
+    against 3.7 s); the count of timed-out requests (2 s timeout: the fluid's requests with
+    ``D >= timeout``) is within 3 %.
+    Under processor sharing in overload the crowd shares the CPU and the percentiles spread: the
+    simulated p99 was 3-5 x the model's and the median 0.6-0.8 x ``D``; read the PS figures in
+    overload as "it falls behind for this long", not as its p99.
+
+    What it leaves out: retries of timed-out requests (see
+    :func:`capacity.overload.retry_fixed_points`), a balancer that sends less to a slow process
+    (least connections protects a cold process somewhat), and health checks that fail under the
+    backlog and restart the process cold again.
+
+    References
+    ----------
+    Seed article 001 (Ctrip), sections 3.7 (warm-up at start-up: open connections before taking
+    traffic) and 3.8 (JIT; warm-up by a gradually rising share of traffic).  L. V. Green and
+    P. J. Kolesar, "The pointwise stationary approximation for queues with nonstationary
+    arrivals", Management Science 37(1) (1991) 84-97.  J. M. Harrison, *Brownian Motion and
+    Stochastic Flow Systems*, Wiley (1985), sec. 1.8 (reflection principle).  W. Whitt,
+    *Stochastic-Process Limits*, Springer (2002), ch. 5 (fluid and heavy-traffic limits).  Apache Dubbo,
+    ``AbstractLoadBalance.calculateWarmupWeight`` (weight ``uptime / warmup`` of the full
+    weight); Envoy, ``slow_start_config`` of the round robin and least request balancers.
+
+    Examples
+    --------
+    A 10 ms (exponential) FCFS process at 60 requests/s, three times slower when it starts and
+    warming with a 20 s time constant: with no ramp it starts at 180 % utilisation and falls
+    behind; a 60 s ramp keeps it within a 250 ms p99.
+
+    >>> from capacity import plan
+    >>> cold = plan.warmup_transient(60.0, 0.010, 3.0, warmup_time=20.0, discipline="fcfs", slo={0.99: 0.25})
+    >>> cold.verdict, round(cold.cold_utilization, 2), round(cold.peak_delay, 1)
+    ('backlog', 1.8, 4.9)
+    >>> plan.warmup_transient(60.0, 0.010, 3.0, warmup_time=20.0, ramp=60.0, discipline="fcfs",
+    ...                       slo={0.99: 0.25}).verdict
+    'meets_slo'
+    """
+    svc, c, slo = _inputs(service, servers, slo, discipline)
+    lam = float(check_positive(arrival_rate, "arrival_rate"))
+    law = _law(cold_multiplier, warmup_requests, warmup_time)
+    r = _check_ramp(ramp)
+    tau = None if timeout is None else float(check_positive(timeout, "timeout"))
+    ceil = _Ceilings(svc, c, slo, discipline)
+    span = _default_horizon(law, ceil, lam, r) if horizon is None else float(check_positive(horizon, "horizon"))
+    return _result(_transient(law, ceil, lam, r, span), law, ceil, lam, r, tau, span, bucket)
+
+
+def _result(tr: dict, law: _Law, ceil: _Ceilings, lam: float, ramp: float, tau: float | None, span: float,
+            bucket: float | None) -> WarmupTransient:
+    warm_u = lam * ceil.mean / ceil.servers
+    s = _summary(tr, law, ceil, tau)
+    res = dict(table=_table(tr, ceil, span, bucket), verdict=_verdict(s, warm_u), **s,
+               cold_utilization=warm_u * law.cold, warm_utilization=warm_u, arrival_rate=lam, ramp=ramp,
+               cold_multiplier=law.cold, warmup_requests=law.scale if law.by == "requests" else None,
+               warmup_time=law.scale if law.by == "time" else None, servers=ceil.servers,
+               discipline=ceil.discipline, slo={float(q): float(t) for q, t in zip(ceil.qs, ceil.ts)},
+               timeout=tau, horizon=span)
+    return WarmupTransient(**res, explanation=_explain_transient(res, ceil.service))
+
+
+def _law_text(r: dict) -> str:
+    if r["warmup_requests"] is not None:
+        return f"warms with every {r['warmup_requests']:,.0f} requests it serves"
+    return f"warms with a {_fmt_time(r['warmup_time'])} time constant"
+
+
+def _explain_transient(r: dict, svc: Service) -> str:
+    c, lam = r["servers"], r["arrival_rate"]
+    ramp = "all at once" if r["ramp"] == 0 else f"over a {_fmt_time(r['ramp'])} linear ramp"
+    text = (f"A fresh process with {_describe_service(svc)} when warm, {r['cold_multiplier']:.3g} x slower when it "
+            f"starts, {_law_text(r)}. It gets its {_fmt_rate(lam)} share {ramp}, on {c} core{'s' if c > 1 else ''} "
+            f"under {_DISCIPLINE_TEXT[r['discipline']]}: {100 * r['cold_utilization']:.3g} % utilisation cold, "
+            f"{100 * r['warm_utilization']:.3g} % warm.")
+    slo = ", ".join(f"{_fmt_q(q)} <= {_fmt_time(t)}" for q, t in r["slo"].items())
+    peak = ", ".join(f"{_fmt_q(q)} {_fmt_time(v)}" for q, v in r["peak_response"].items())
+    v = r["verdict"]
+    if v == "overloaded":
+        return text + (" Its share is more than the process can do even when warm: it never catches up, whatever "
+                       "the ramp; it needs more processes or cheaper requests.")
+    if v == "meets_slo":
+        text += f" The SLO ({slo}) holds throughout: the percentiles peak at {peak}."
+    elif v == "slo_broken":
+        text += (f" The process keeps up, but the SLO ({slo}) is broken for {_fmt_time(r['seconds_over_slo'])}: "
+                 f"the percentiles peak at {peak} at t = {_fmt_time(r['peak_time'])}.")
+    else:
+        ps_note = "; under processor sharing the slowest requests take several times it" if r["discipline"] == "ps" \
+            else ""
+        text += (f" Cold, it cannot keep up: requests queue for up to {_fmt_time(r['peak_delay'])} (fluid backlog"
+                 f"{ps_note}) and the SLO ({slo}) is broken for {_fmt_time(r['seconds_over_slo'])}; the backlog is "
+                 + (f"gone at t = {_fmt_time(r['recovery_time'])}." if math.isfinite(r["recovery_time"])
+                    else "still there at the end of the horizon."))
+        if r["timeout"] is not None and r["seconds_over_timeout"]:
+            text += (f" For {_fmt_time(r['seconds_over_timeout'])} the queue alone is longer than the "
+                     f"{_fmt_time(r['timeout'])} timeout: {r['timed_out']:,.0f} requests time out, "
+                     f"{100 * r['timeout_fraction']:.3g} % of those of the first {_fmt_time(r['timeout_window'])}.")
+    return text + (f" The process is warm (within 1 %) after {_fmt_time(r['warm_time'])}."
+                   if math.isfinite(r["warm_time"]) else "")
+
+
+# ---------------------------------------------------------------------------------------------
+# The shortest ramp
+
+
+@dataclass(frozen=True, repr=False)
+class RampNeeded(Result):
+    """Result of :func:`ramp_needed`.
+
+    Attributes
+    ----------
+    ramp : float
+        The shortest linear ramp (s) that keeps every SLO percentile within its target at every
+        moment, started when the process has been pre-warmed to ``start_multiplier``; 0 when the
+        full share is fine at once; inf when nothing helps (``feasible`` False).
+    feasible : bool
+        False when the warm process already breaks the SLO at its share.
+    start_multiplier : float
+        The multiplier when traffic starts: ``cold_multiplier``, or lower when the cold service
+        alone breaks the SLO and the process must be pre-warmed first.
+    prewarm_requests, prewarm_time : float
+        The pre-warming that takes the multiplier there (synthetic requests for the requests law,
+        seconds of waiting for the time law; the other is None).  0 when none is needed.
+    ceiling_qps, cold_ceiling_qps : float
+        The SLO ceiling of the warm process and of the process at ``cold_multiplier``.
+    no_ramp, with_ramp : WarmupTransient
+        The transient with the full share at once (no pre-warming) and with the answer.
+    table : pandas.DataFrame
+        Both over time: ``with_ramp``'s table and the no-ramp ``admitted_rate``, ``delay`` and
+        percentiles, prefixed ``no_ramp_``.
+    arrival_rate, cold_multiplier, warmup_requests, warmup_time, servers, discipline, slo
+        What was asked.
+    explanation : str
+    """
+
+    ramp: float
+    feasible: bool
+    start_multiplier: float
+    prewarm_requests: float | None
+    prewarm_time: float | None
+    ceiling_qps: float
+    cold_ceiling_qps: float
+    no_ramp: WarmupTransient
+    with_ramp: WarmupTransient
+    table: pd.DataFrame
+    arrival_rate: float
+    cold_multiplier: float
+    warmup_requests: float | None
+    warmup_time: float | None
+    servers: int
+    discipline: str
+    slo: dict
+    explanation: str
+
+    _headline: ClassVar[tuple[str, ...]] = ("ramp", "start_multiplier", "ceiling_qps", "cold_ceiling_qps")
+
+    def to_dict(self) -> dict:
+        """The answer, the two transients' summaries and the explanation (the table is ``to_frame()``)."""
+        return {name: jsonable(getattr(self, name)) for name in self._fields() if name != "table"}
+
+
+def ramp_needed(arrival_rate: float, service: Service | float, cold_multiplier: float, *,
+                warmup_requests: float | None = None, warmup_time: float | None = None, servers: int = 1,
+                slo: Mapping[float, float] | None = None, discipline: str = "ps", timeout: float | None = None,
+                progress: Callable[[int, int], Any] | None = None) -> RampNeeded:
+    """The shortest traffic ramp that keeps the SLO while a fresh process warms up, and what no ramp does.
+
+    Parameters
+    ----------
+    arrival_rate, service, cold_multiplier, warmup_requests, warmup_time, servers, slo, discipline, timeout
+        As in :func:`warmup_transient` (``arrival_rate``: the process's full share, requests/s).
+    progress : callable, optional
+        ``progress(done, total)`` after each of the four steps (the response curve, the no-ramp
+        transient, the ramp, its transient); processor sharing with a non-exponential service on
+        several cores takes a few seconds the first time (the curve is cached).
+
+    Returns
+    -------
+    RampNeeded
+
+    Notes
+    -----
+    The criterion is pointwise: the admitted rate ``lambda a(t)`` must stay at or below the SLO
+    ceiling ``C(m(t))`` of the process as cold as it is at that moment -- the pointwise
+    stationary approximation of :func:`warmup_transient`, which errs on the safe side while the
+    load rises (a queue lags behind its stationary level).  ``C(m)`` comes from one cached
+    response curve, ``C(m; t) = C(1; t / m) / m`` (a service ``m`` times longer is the same queue in
+    a time unit ``m`` times longer).  On a fine grid of multipliers ``m`` between the start and 1
+    (the law's progress ``x`` from the start): the time law reaches ``m`` at ``t = x`` whatever the
+    ramp, so ``R >= lambda x / C(m)``; the requests law has served ``x = r^2 R / (2 lambda)``
+    requests when the ramp reaches the rate ``r``, so ``R >= 2 lambda x / C(m)^2``.  The ramp is
+    the largest bound where ``C(m) < lambda`` (the point ``C = lambda`` solved exactly).
+
+    If the cold service alone breaks the SLO (``m0`` above ``min_q t_q / q_q(S)``, the quantile of
+    the bare service), no ramp helps: the first requests are too slow however few.  The answer is
+    then to pre-warm the process to that multiplier first -- replay or synthetic requests for the
+    requests law, the article's start-up warm-up (open the connections, load the caches) or just
+    waiting for the time law -- and ramp from there; pre-warming further shortens the ramp.  A
+    dashboard's per-minute p99 averages over the minute, so it shows less than this pointwise
+    criterion guards against.
+
+    References
+    ----------
+    As :func:`warmup_transient`.
+
+    Examples
+    --------
+    The example of :func:`warmup_transient`.  M/M/1 FCFS holds ``p99 <= t`` up to
+    ``1 / (E[S] m) - ln(100) / t``: 100 - 18.42 = 81.6 requests/s warm, 33.3 - 18.4 = 14.9 cold.  The
+    ramp must last until the process holds its 60 requests/s, at ``m = 100 / 78.42 = 1.275``,
+    i.e. ``20 ln(2 / 0.275) = 39.7`` s:
+
+    >>> from capacity import plan
+    >>> r = plan.ramp_needed(60.0, 0.010, 3.0, warmup_time=20.0, discipline="fcfs", slo={0.99: 0.25})
+    >>> round(r.ramp, 1), round(r.ceiling_qps, 1), round(r.cold_ceiling_qps, 1), r.no_ramp.verdict
+    (39.7, 81.6, 14.9, 'backlog')
+    """
+    svc, c, slo = _inputs(service, servers, slo, discipline)
+    lam = float(check_positive(arrival_rate, "arrival_rate"))
+    law = _law(cold_multiplier, warmup_requests, warmup_time)
+    tau = None if timeout is None else float(check_positive(timeout, "timeout"))
+    tick = progress_ticker(progress, 4)
+    ceil = _Ceilings(svc, c, slo, discipline)
+    tick()
+    warm_cap, cold_cap = (float(v) for v in ceil.qps(np.array([1.0, law.cold])))
+    feasible = lam <= warm_cap
+    start, ramp = _start_and_ramp(law, ceil, lam) if feasible else (law.cold, math.inf)
+    prewarm = float(law.progress_to(start)) if start < law.cold else 0.0
+    tick()
+    after = _Law(start, law.scale, law.by)
+    span = max(_default_horizon(law, ceil, lam, 0.0), _default_horizon(after, ceil, lam, ramp if feasible else 0.0))
+    no_ramp = _result(_transient(law, ceil, lam, 0.0, span), law, ceil, lam, 0.0, tau, span, None)
+    tick()
+    with_ramp = _result(_transient(after, ceil, lam, ramp if feasible else 0.0, span), after, ceil, lam,
+                        ramp if feasible else 0.0, tau, span, None)
+    tick()
+    table = with_ramp.table.copy()
+    for col in ["admitted_rate", "delay"] + [f"{_fmt_q(q)}_s" for q in ceil.qs]:
+        table[f"no_ramp_{col}"] = no_ramp.table[col].to_numpy()
+    res = dict(ramp=ramp, feasible=feasible, start_multiplier=start,
+               prewarm_requests=prewarm if law.by == "requests" else None,
+               prewarm_time=prewarm if law.by == "time" else None, ceiling_qps=warm_cap, cold_ceiling_qps=cold_cap,
+               no_ramp=no_ramp, with_ramp=with_ramp, table=table, arrival_rate=lam, cold_multiplier=law.cold,
+               warmup_requests=law.scale if law.by == "requests" else None,
+               warmup_time=law.scale if law.by == "time" else None, servers=c, discipline=discipline,
+               slo={float(q): float(t) for q, t in zip(ceil.qs, ceil.ts)})
+    return RampNeeded(**res, explanation=_explain_ramp(res))
+
+
+def _explain_ramp(r: dict) -> str:
+    lam = r["arrival_rate"]
+    text = (f"The warm process holds {_fmt_rate(r['ceiling_qps'])} within the SLO, the cold one "
+            f"({r['cold_multiplier']:.3g} x slower) {_fmt_rate(r['cold_ceiling_qps'])}; its share is {_fmt_rate(lam)}.")
+    if not r["feasible"]:
+        return text + (" The share is more than even the warm process holds within the SLO: no ramp helps; the "
+                       "service needs more processes (or cheaper requests) first.")
+    nr = r["no_ramp"]
+    text += {"meets_slo": " With no ramp the SLO holds anyway.",
+             "slo_broken": f" With no ramp the SLO is broken for {_fmt_time(nr.seconds_over_slo)} while it warms.",
+             "backlog": f" With no ramp the cold process falls behind: requests queue for up to "
+                        f"{_fmt_time(nr.peak_delay)} and the SLO is broken for {_fmt_time(nr.seconds_over_slo)}.",
+             }.get(nr.verdict, "")
+    pre = r["prewarm_requests"] if r["prewarm_requests"] is not None else r["prewarm_time"]
+    if pre:
+        what = (f"{pre:,.0f} warm-up requests (replayed or synthetic)" if r["prewarm_requests"] is not None
+                else f"{_fmt_time(pre)} of start-up warm-up (connections opened, caches loaded) before taking traffic")
+        text += (f" The cold service alone breaks the SLO, so no ramp can hold it: pre-warm the process with {what}, "
+                 f"down to {r['start_multiplier']:.3g} x,")
+        text += " then" if r["ramp"] > 0 else " and it can take its full share at once."
+    if r["ramp"] > 0:
+        text += (f" {'ramp' if pre else 'A linear ramp of'} {_fmt_time(r['ramp'])} keeps every percentile within its "
+                 f"target at every moment (pointwise stationary approximation; a longer ramp or more pre-warming "
+                 f"only helps).")
+    elif not pre:
+        text += " No ramp is needed."
+    return text
