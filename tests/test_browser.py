@@ -194,3 +194,29 @@ def test_notebook_02_cpu_slider(browser, voila, tmp_path):
     assert _value(page, "capacity_qps") == f"{exact.capacity_qps:,.1f}"
     page.screenshot(path=str(tmp_path / "notebook02.png"), full_page=True)
     assert (tmp_path / "notebook02.png").stat().st_size > 10_000
+
+
+def test_notebook_09_hit_ratio_slider(browser, voila, tmp_path):
+    """Raise the hit ratio from 90 to 92 %; the ceiling and the expiry verdict must be the package's for 92 %."""
+    from capacity import plan
+
+    page = _open(browser, voila("09_caches_and_endpoint_mixes.ipynb"))
+    assert _slider_value(page, "hit_pct") == 90.0
+    assert _value(page, "verdict") == "metastable"
+    before = _value(page, "ceiling")
+    _move_slider(page, "hit_pct", presses=20)
+    hit_pct = _slider_value(page, "hit_pct")
+    assert hit_pct == 92.0, "twenty ArrowRight presses move the hit-ratio slider 90 -> 92 % (step 0.1)"
+    # The notebook's cache panel defaults: 1 ms hits, 25 ms misses (exponential), 2 cores, FCFS, p99 <= 100 ms,
+    # 250 QPS, 10 000 keys, 200 ms timeout, 2 retries, refresh every 30 minutes.
+    ceiling = plan.cache_ceiling(0.001, 0.025, hit_ratio=[hit_pct / 100], servers=2, slo={0.99: 0.1},
+                                 discipline="fcfs").table["ceiling_qps"].iloc[0]
+    expected = f"{ceiling:.0f}"
+    shown = _wait_for_readout(page, "ceiling", expected)
+    assert shown == expected != before, (before, shown, expected)
+    expiry = plan.cache_expiry(250.0, hit_pct / 100, 0.001, 0.025, keys=10_000, servers=2, timeout=0.2, retries=2,
+                               refresh_interval=1800.0, discipline="fcfs")
+    assert _wait_for_readout(page, "peak_delay", f"{expiry.peak_delay:.2f}") == f"{expiry.peak_delay:.2f}"
+    assert _value(page, "verdict") == expiry.verdict
+    page.screenshot(path=str(tmp_path / "notebook09.png"), full_page=True)
+    assert (tmp_path / "notebook09.png").stat().st_size > 10_000
