@@ -137,6 +137,13 @@ class ReplayResult(Result):
 def _outcomes(run: Any, rejected: np.ndarray, horizon: float) -> dict:
     """What happened to the replayed requests: the counts, goodput and the completed requests'
     worst and p99 response (the row :func:`capacity.incident.what_if` tabulates per scenario)."""
+    if run.keep == "summary":  # a long run without its table (simulate's max_memory)
+        digest = run._digest
+        counts, n, done_n = digest.outcomes, digest.n_requests, int(digest.response.count.sum())
+        return {"requests": int(n + rejected.size), "ok": counts["ok"],
+                "timed_out": counts["timed_out"] + counts["dropped"], "rejected": int(rejected.size),
+                "goodput": counts["ok"] / horizon, "max_latency": digest.response_max,
+                "p99_latency": run.response_quantile(0.99) if done_n else math.nan}
     req = run.requests
     ok = int((req["outcome"] == "ok").sum())
     done = req["response"].to_numpy()

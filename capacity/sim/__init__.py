@@ -67,6 +67,9 @@ Layout
     validated options the drivers read.
 ``_drivers``
     Picks engine 1, 2 or 3 and assembles the per-request table.
+``_storage``, ``_summary``
+    What a run keeps under its ``max_memory`` (the table, or a summary computed in one
+    pass: per-second table, exact means, log-binned histograms).
 ``_engines``, ``_processes``
     The engines above.
 ``result``
@@ -95,7 +98,9 @@ K. Nichols and V. Jacobson, "Controlling queue delay", ACM Queue 10(5)
 from .._checks import ADMISSIONS
 from ._options import DISPATCH, ON_TIMEOUT, QUEUES
 from ._simulate import simulate
+from ._storage import KEEP
+from ._summary import RELATIVE_RESOLUTION
 from .result import OUTCOMES, ConfidenceInterval, SimulationResult
 
 __all__ = ["ConfidenceInterval", "SimulationResult", "simulate",
-           "OUTCOMES", "DISPATCH", "ON_TIMEOUT", "QUEUES", "ADMISSIONS"]
+           "OUTCOMES", "DISPATCH", "ON_TIMEOUT", "QUEUES", "ADMISSIONS", "KEEP", "RELATIVE_RESOLUTION"]

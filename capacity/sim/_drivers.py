@@ -27,7 +27,9 @@ import pandas as pd
 
 from ._engines import _ENGINES, _NAN, _rr, _Trace
 from ._options import _Options
-from ._processes import _INF, _Book, _FCFSProcess, _PSProcess, _RRProcess
+from ._processes import _INF, _Book, _FCFSProcess, _PSProcess, _RRProcess, _typed
+from ._storage import _small_int, _storage
+from ._summary import _Columns, _summarise
 from .result import OUTCOMES, SimulationResult
 
 
@@ -119,7 +121,7 @@ def _run_per_process(book: _Book, assign: np.ndarray, opts: _Options, t_end: flo
     """Engine 2: event objects, one process after the other (state-free dispatch, no retries).
     Returns the process objects."""
     procs = _make_processes(book, opts, rng)
-    book.process = assign.tolist()
+    book.process = _typed("i", assign)
     arrival = book.arrival
     if opts.n_proc == 1:
         groups = [range(len(arrival))]
@@ -191,7 +193,7 @@ def _run_global_arrivals(book: _Book, assign: np.ndarray | None, opts: _Options,
     needed, and each process runs on its own clock as in engine 2."""
     n_proc, machines, processes = opts.n_proc, opts.machines, opts.processes
     n0 = len(book.arrival)
-    arrival0, proc_of, open_ = book.arrival[:n0], book.process, book.open
+    arrival0, proc_of, open_ = book.arrival, book.process, book.open  # read below n0 only
     dispatch = opts.dispatch if n_proc > 1 else "single"
     pre = assign.tolist() if assign is not None else None
     nxt = [_INF] * n_proc  # each process's next event
@@ -238,7 +240,8 @@ def _run_global_heap(book: _Book, assign: np.ndarray | None, opts: _Options, t_e
     each process's next event, a heap of retries, the original arrivals."""
     n_proc, machines, processes = opts.n_proc, opts.machines, opts.processes
     n0 = len(book.arrival)
-    arrival0, proc_of, open_, outbox = book.arrival[:n0], book.process, book.open, book.outbox
+    # The book grows with retries; the loop reads original arrivals (below n0) only.
+    arrival0, proc_of, open_, outbox = book.arrival, book.process, book.open, book.outbox
     dispatch = opts.dispatch
     pre = assign.tolist() if assign is not None else None
     rand_block: list[int] = []
@@ -318,7 +321,7 @@ def _run_global_one(book: _Book, opts: _Options, t_end: float, total: float,
     """Engine 3 for one process: the loop of :func:`_run_global_heap` without the
     heap of processes (same events in the same order, same arithmetic)."""
     n0 = len(book.arrival)
-    arrival0 = book.arrival[:n0]
+    arrival0 = book.arrival  # read below n0 only (retries are appended after)
     proc_of = book.process
     outbox = book.outbox
     add_retry = book.add_retry
@@ -386,53 +389,61 @@ def _finish_global(j: int, now: float, stopped: bool, t_end: float,
     return j, end, stopped, procs
 
 
-def _book_table(book: _Book, n_orig: int, n_total_orig: int, opts: _Options, end: float) -> pd.DataFrame:
-    """The per-request table from the records of engines 2 and 3."""
-    keep = np.r_[np.arange(n_orig), np.arange(n_total_orig, len(book.arrival))]
-    full = keep.size == len(book.arrival)
+def _book_columns(book: _Book, n_orig: int, n_total_orig: int, opts: _Options) -> _Columns:
+    """The per-request columns from the records of engines 2 and 3 (numpy views of the
+    book, copied only when a stopped run leaves out requests that never arrived)."""
+    full = n_orig == n_total_orig
+    keep = None if full else np.r_[np.arange(n_orig), np.arange(n_total_orig, len(book.arrival))]
 
-    def col(values: list, dtype: Any = float) -> np.ndarray:
-        arr = np.asarray(values, dtype=dtype)
-        return arr if full else arr[keep]
+    def col(name: str) -> np.ndarray:
+        values = book.column(name)
+        return values if keep is None else values[keep]
 
-    arrival = col(book.arrival)
-    completion = col(book.completion)
-    departure = col(book.departure)
-    start = col(book.start)
-    if opts.discipline == "ps":
-        start = np.full(arrival.size, np.nan)
-    deadline = col(book.deadline)
-    return _assemble(arrival, start, completion, completion - arrival, col(book.size),
-                     col(book.attempt, np.int64), col(book.request_id, np.int64),
-                     col(book.process, np.int64), departure, col(book.cpu), deadline, opts, end)
+    arrival, completion = col("arrival"), col("completion")
+    start = np.full(arrival.size, np.nan) if opts.discipline == "ps" else col("start")
+    return _columns(arrival, start, completion, completion - arrival, col("size"), col("attempt"),
+                    col("request_id"), col("process"), col("departure"), col("cpu"), col("deadline"), opts)
 
 
-def _assemble(arrival: np.ndarray, start: np.ndarray, completion: np.ndarray, response: np.ndarray,
-              service: np.ndarray, attempt: np.ndarray, request_id: np.ndarray, process: np.ndarray,
-              departure: np.ndarray, cpu: np.ndarray, deadline: np.ndarray, opts: _Options,
-              end: float) -> pd.DataFrame:
-    done = ~np.isnan(completion)
-    left = ~np.isnan(departure)
-    code = np.full(arrival.size, 3, dtype=np.int8)  # in_flight
-    code[~left & (deadline <= end)] = 1  # still running, client gone
+def _columns(arrival: np.ndarray, start: np.ndarray, completion: np.ndarray, response: np.ndarray,
+             service: np.ndarray, attempt: np.ndarray, request_id: np.ndarray, process: np.ndarray,
+             departure: np.ndarray, cpu: np.ndarray, deadline: np.ndarray, opts: _Options) -> _Columns:
+    """The columns in their stored dtypes (outcome codes still to fill)."""
+    n = arrival.size
+    return _Columns(arrival, start, completion, response, service, np.zeros(n, np.int8),
+                    attempt.astype(_small_int(opts.retries), copy=False),
+                    request_id.astype(_small_int(n), copy=False),
+                    process.astype(_small_int(opts.n_proc), copy=False), departure, cpu, deadline)
+
+
+def _outcome_codes(cols: _Columns, end: float) -> None:
+    """Fill ``cols.code`` (in place): the index in OUTCOMES of each request's outcome."""
+    code = cols.code
+    done = ~np.isnan(cols.completion)
+    left = ~np.isnan(cols.departure)
+    code[:] = 3  # in_flight
+    code[~left & (cols.deadline <= end)] = 1  # still running, client gone
     code[left & ~done] = 2  # dropped
-    code[done] = np.where(completion[done] <= deadline[done], 0, 1)
-    outcome = pd.Categorical.from_codes(code, categories=list(OUTCOMES))
+    code[done] = np.where(cols.completion[done] <= cols.deadline[done], 0, 1)
+
+
+def _assemble(cols: _Columns, opts: _Options) -> pd.DataFrame:
+    """The per-request table, its columns taken as they are (no copy)."""
     return pd.DataFrame({
-        "arrival": arrival,
-        "start": start,
-        "completion": completion,
-        "response": response,
-        "service": service,
-        "outcome": outcome,
-        "attempt": attempt,
-        "request_id": request_id,
-        "process": process,
-        "machine": process // opts.processes,
-        "departure": departure,
-        "cpu": cpu,
-        "deadline": deadline,
-    })
+        "arrival": cols.arrival,
+        "start": cols.start,
+        "completion": cols.completion,
+        "response": cols.response,
+        "service": cols.service,
+        "outcome": pd.Categorical.from_codes(cols.code, categories=list(OUTCOMES)),
+        "attempt": cols.attempt,
+        "request_id": cols.request_id,
+        "process": cols.process,
+        "machine": cols.process // cols.process.dtype.type(opts.processes),
+        "departure": cols.departure,
+        "cpu": cols.cpu,
+        "deadline": cols.deadline,
+    }, copy=False)
 
 
 def _run(arrivals: np.ndarray, sizes: np.ndarray, discipline: str, servers: int,
@@ -445,20 +456,26 @@ def _run(arrivals: np.ndarray, sizes: np.ndarray, discipline: str, servers: int,
     # Least connections looks at the processes as it goes (engine 3); with one process there
     # is nothing to choose, and every engine can run it.
     state_free = opts.dispatch != "least_connections" or opts.n_proc == 1
-    assign = _static_assignment(n, opts, rng) if state_free else None
     timeout = opts.timeout
     stopped = False
     use_global = (opts.dispatch == "least_connections" and opts.n_proc > 1) or \
         (opts.retries > 0 and timeout is not None) or opts.progress is not None or opts.engine == "global"
     static = not use_global and not opts.server_reacts and opts.drain and opts.engine != "objects"
+    keep = _storage(opts, n, static)
+    assign = _static_assignment(n, opts, rng) if state_free else None
     busy: list | None = [] if opts.discipline == "rr" else None
     if static:
         trace = _run_static(arrivals, sizes, assign, opts, busy, rng)
-        deadline = arrivals + timeout if timeout is not None else np.full(n, np.inf)
+        if timeout is not None:
+            deadline = arrivals + timeout
+        else:  # a summary reads it without storing n copies of inf
+            deadline = np.broadcast_to(np.inf, (n,)) if keep == "summary" else np.full(n, np.inf)
         end = max(horizon or 0.0, float(trace.completion.max()) if n else 0.0)
-        requests = _assemble(arrivals, trace.start, trace.completion, trace.response, sizes,
-                             np.zeros(n, np.int64), np.arange(n, dtype=np.int64), assign,
-                             trace.completion, sizes.copy(), deadline, opts, end)
+        # departure is completion and cpu is service here: shared (pandas copies on write).
+        cols = _columns(arrivals, trace.start, trace.completion, trace.response, sizes,
+                        np.zeros(n, np.int8), np.arange(n, dtype=_small_int(n)), assign, trace.completion,
+                        sizes, deadline, opts)
+        del trace, assign
     else:
         t_end = _INF if opts.drain else float(horizon if horizon is not None else
                                                 (arrivals[-1] if n else 0.0))
@@ -472,20 +489,30 @@ def _run(arrivals: np.ndarray, sizes: np.ndarray, discipline: str, servers: int,
             n_orig, end = n, t_end
         if busy is not None:
             busy.extend((g, p.busy()) for g, p in enumerate(procs))
+        del procs
         if end == _INF:
-            dep = np.asarray(book.departure, dtype=float)
+            dep = book.column("departure")
             end = max(horizon or 0.0, float(np.nanmax(dep)) if dep.size else 0.0)
-        requests = _book_table(book, n_orig, n, opts, end)
+        cols = _book_columns(book, n_orig, n, opts)
+        del book
+    _outcome_codes(cols, end)
     if horizon is None:
-        done = requests["completion"].to_numpy()
+        done = cols.completion
         horizon = float(np.nanmax(done)) if n and not np.isnan(done).all() else 0.0
     if opts.progress is not None and not stopped:
         opts.progress(end, end)
     core_busy = _busy_arrays(busy) if busy is not None else None
-    return SimulationResult(requests, opts.discipline, opts.servers, float(horizon), opts.processes,
+    table, digest = None, None
+    if keep == "summary":
+        digest = _summarise(cols, opts.discipline, opts.servers, opts.servers * opts.n_proc, float(horizon),
+                            float(end), core_busy)
+    else:
+        table = _assemble(cols, opts)
+    del cols
+    return SimulationResult(table, opts.discipline, opts.servers, float(horizon), opts.processes,
                             opts.machines, timeout, float(end), stopped, origin, opts.slices,
                             opts.slice_delay if opts.delay_service is None else opts.delay_service,
-                            core_busy, opts.admission)
+                            core_busy, opts.admission, digest, opts.max_memory)
 
 
 def _busy_arrays(records: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -54,7 +54,8 @@ class _Trace(NamedTuple):
 _LINDLEY_BLOCK = 1024
 
 
-def _lindley_waits(arrivals: np.ndarray, sizes: np.ndarray, block: int = _LINDLEY_BLOCK) -> np.ndarray:
+def _lindley_waits(arrivals: np.ndarray, sizes: np.ndarray, block: int = _LINDLEY_BLOCK,
+                   w0: float = 0.0, u0: float = 0.0) -> np.ndarray:
     """Waiting times in a FCFS single-server queue (Lindley's recursion).
 
     ``W_0 = 0`` and ``W_n = max(0, W_{n-1} + S_{n-1} - (A_n - A_{n-1}))``.
@@ -62,13 +63,15 @@ def _lindley_waits(arrivals: np.ndarray, sizes: np.ndarray, block: int = _LINDLE
     ``W_n = X_n - min(-W_0, min_{k<=n} X_k)`` (a running minimum).  The sum
     is restarted at every block of ``block`` requests, carrying the wait of
     the block's last request into the next block's ``W_0``; only the carry
-    (one value per block) is a Python loop.
+    (one value per block) is a Python loop.  ``w0`` and ``u0`` continue a run
+    cut into pieces: the wait of the request before the first one, and the
+    first increment ``S_prev - (A_0 - A_prev)``.
     """
     n = arrivals.size
     if n == 0:
         return np.zeros(0)
     u = np.empty(n)
-    u[0] = 0.0
+    u[0] = u0
     np.subtract(sizes[:-1], np.diff(arrivals), out=u[1:])
     n_blocks = -(-n // block)
     padded = np.zeros(n_blocks * block)
@@ -79,7 +82,7 @@ def _lindley_waits(arrivals: np.ndarray, sizes: np.ndarray, block: int = _LINDLE
     x_last = x[:, -1].tolist()
     m_last = run_min[:, -1].tolist()
     w_in = np.empty(n_blocks)
-    w = 0.0
+    w = w0
     for b in range(n_blocks):
         w_in[b] = w
         xl = x_last[b]
@@ -88,26 +91,48 @@ def _lindley_waits(arrivals: np.ndarray, sizes: np.ndarray, block: int = _LINDLE
     return waits.reshape(-1)[:n]
 
 
+# Requests per call of _lindley_waits in _fcfs_one: bounds its temporaries (a few arrays of
+# this length) whatever the length of the run; a multiple of _LINDLEY_BLOCK, so the blocks
+# and the carries are the same as in one call over the whole run.
+_LINDLEY_CHUNK = 256 * _LINDLEY_BLOCK
+
+
 def _fcfs_one(arrivals: np.ndarray, sizes: np.ndarray) -> _Trace:
-    waits = _lindley_waits(arrivals, sizes)
+    n = arrivals.size
+    waits = np.empty(n)
+    w = 0.0  # the wait of the last request of the previous chunk
+    for lo in range(0, n, _LINDLEY_CHUNK):
+        # Restart the recursion at the chunk's first request: W = max(0, W_prev + S_prev - gap).
+        a, x = arrivals[lo:lo + _LINDLEY_CHUNK], sizes[lo:lo + _LINDLEY_CHUNK]
+        # The chunk's first increment S_prev - gap, as one call over the whole run computes it.
+        u0 = float(np.subtract(sizes[lo - 1], arrivals[lo] - arrivals[lo - 1])) if lo else 0.0
+        waits[lo:lo + a.size] = _lindley_waits(a, x, w0=w, u0=u0)
+        w = float(waits[lo + a.size - 1])
     start = arrivals + waits
-    return _Trace(start, start + sizes, waits + sizes)
+    response = np.add(waits, sizes, out=waits)  # the waits are not needed any more
+    return _Trace(start, start + sizes, response)
 
 
 def _fcfs_many(arrivals: np.ndarray, sizes: np.ndarray, servers: int) -> _Trace:
     # FCFS starts requests in arrival order, each on the core that frees up
     # first: a heap of core free times, O(log c) per request.
+    # Memoryviews read and write the arrays' own memory as Python floats: no list of n
+    # float objects (32 bytes each) is ever built.
     free = [0.0] * servers
     replace = heapq.heapreplace
-    starts = []
-    append = starts.append
-    for a, x in zip(arrivals.tolist(), sizes.tolist()):
+    start = np.empty(arrivals.size)
+    out = memoryview(start)
+    for i, (a, x) in enumerate(zip(_floats(arrivals), _floats(sizes))):
         f = free[0]
         s = a if a > f else f
-        append(s)
+        out[i] = s
         replace(free, s + x)
-    start = np.array(starts, dtype=float).reshape(-1)
     return _Trace(start, start + sizes, (start - arrivals) + sizes)
+
+
+def _floats(values: np.ndarray) -> memoryview:
+    """A float64 array's memory, read element by element as Python floats (no copy)."""
+    return memoryview(np.ascontiguousarray(values, dtype=float))
 
 
 def _fcfs(arrivals: np.ndarray, sizes: np.ndarray, servers: int) -> _Trace:
@@ -136,15 +161,16 @@ def _ps(arrivals: np.ndarray, sizes: np.ndarray, servers: int) -> _Trace:
     """
     n_req = arrivals.size
     c = servers
-    completion = [0.0] * n_req
+    done = np.zeros(n_req)
+    completion = memoryview(done)  # written one element at a time, no list of floats
     heap: list[float] = []
     owner: dict[float, int] = {}  # finish virtual time -> job
     twins: dict[float, list[int]] = {}  # further jobs with the same finish virtual time (rare)
     push, pop = heapq.heappush, heapq.heappop
     t = 0.0  # time of the last event
     v = 0.0  # virtual time at t
-    arr = arrivals.tolist()
-    size = sizes.tolist()
+    arr = _floats(arrivals)
+    size = _floats(sizes)
     for i in range(n_req):
         a = arr[i]
         # Departures up to and including the arrival instant come first.
@@ -191,7 +217,6 @@ def _ps(arrivals: np.ndarray, sizes: np.ndarray, servers: int) -> _Trace:
         else:
             completion[owner.pop(fv)] = t
         n -= 1
-    done = np.array(completion, dtype=float).reshape(-1)
     return _Trace(np.full(n_req, np.nan), done, done - arrivals)
 
 
@@ -242,10 +267,11 @@ def _rr_one(arrivals: np.ndarray, sizes: np.ndarray, k: int) -> tuple[_Trace, _B
     # One core and no delay: the core is busy whenever the run queue is not
     # empty, so the loop only follows the core's clock (no heaps).
     n = arrivals.size
-    arr = arrivals.tolist()
-    quantum = (sizes / k).tolist() if k > 1 else sizes.tolist()
-    start = [_NAN] * n
-    completion = [0.0] * n
+    arr = _floats(arrivals)
+    quantum = _floats(sizes / k if k > 1 else sizes)
+    st = np.full(n, np.nan)
+    done = np.zeros(n)
+    start, completion = memoryview(st), memoryview(done)  # written in place, no lists of floats
     left = [k] * n
     runq: deque[int] = deque()
     popleft, append = runq.popleft, runq.append
@@ -286,8 +312,6 @@ def _rr_one(arrivals: np.ndarray, sizes: np.ndarray, k: int) -> tuple[_Trace, _B
             completion[i] = t
     if busy:
         off.append(t)
-    st = np.array(start, dtype=float).reshape(-1)
-    done = np.array(completion, dtype=float).reshape(-1)
     # One slice: the FCFS engines' arithmetic (wait + size), same floats.
     resp = (st - arrivals) + sizes if k == 1 else done - arrivals
     return _Trace(st, done, resp), _Busy(on, off)
@@ -296,10 +320,11 @@ def _rr_one(arrivals: np.ndarray, sizes: np.ndarray, k: int) -> tuple[_Trace, _B
 def _rr_many(arrivals: np.ndarray, sizes: np.ndarray, c: int, k: int, delay: float = 0.0,
              draw: Callable[[], float] | None = None, gated: bool = False) -> tuple[_Trace, _Busy]:
     n = arrivals.size
-    arr = arrivals.tolist()
-    quantum = (sizes / k).tolist() if k > 1 else sizes.tolist()
-    start = [_NAN] * n
-    completion = [0.0] * n
+    arr = _floats(arrivals)
+    quantum = _floats(sizes / k if k > 1 else sizes)
+    st = np.full(n, np.nan)
+    done = np.zeros(n)
+    start, completion = memoryview(st), memoryview(done)  # written in place, no lists of floats
     left = [k] * n
     runq: deque[int] = deque()
     popleft, append = runq.popleft, runq.append
@@ -357,8 +382,6 @@ def _rr_many(arrivals: np.ndarray, sizes: np.ndarray, c: int, k: int, delay: flo
             on.extend([t] * d)
         elif d < 0:
             off.extend([t] * -d)
-    st = np.array(start, dtype=float).reshape(-1)
-    done = np.array(completion, dtype=float).reshape(-1)
     # One slice: the FCFS engines' arithmetic (wait + size), same floats.
     resp = (st - arrivals) + sizes if k == 1 else done - arrivals
     return _Trace(st, done, resp), _Busy(on, off)

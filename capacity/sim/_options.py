@@ -10,6 +10,7 @@ import numpy as np
 
 from .._checks import check_choice, check_count, check_nonnegative, check_positive, check_rr, check_servers
 from ..distributions import Service, as_service
+from ._storage import KEEP, check_max_memory
 
 #: Dispatch policies across the ``machines x processes`` worker processes.
 DISPATCH = ("round_robin", "random", "least_connections")
@@ -42,6 +43,8 @@ class _Options:
     slice_delay: float = 0.0  # round robin: constant delay between slices (s)
     delay_service: Service | None = None  # round robin: delay distribution (overrides slice_delay)
     admission: str = "fifo"  # round robin: when a new request enters the run queue
+    keep: str = "requests"  # "auto", "requests" or "summary" (see capacity.sim._storage)
+    max_memory: float = float("inf")  # bytes
 
     @property
     def n_proc(self) -> int:
@@ -110,7 +113,7 @@ def _queue_delay_bound(queue: str, discipline: str, timeout: float | None, bound
 def _options(*, discipline: Any, servers: Any, processes: Any, machines: Any, dispatch: Any, timeout: Any,
              on_timeout: Any, queue: Any, queue_delay_bound: Any, retries: Any, retry_backoff: Any,
              retry_backoff_factor: Any, drain: Any, progress: Any, slices: Any, slice_delay: Any,
-             admission: Any) -> _Options:
+             admission: Any, keep: Any = "requests", max_memory: Any = float("inf")) -> _Options:
     """:func:`~capacity.sim.simulate`'s run options, checked (see it for their meaning)."""
     slices, delay, delay_service, admission = _slicing(discipline, slices, slice_delay, admission)
     c = check_servers(servers, "servers")
@@ -128,8 +131,11 @@ def _options(*, discipline: Any, servers: Any, processes: Any, machines: Any, di
         raise ValueError(f"progress must be a callable or None, got {progress!r}")
     if not isinstance(drain, (bool, np.bool_)):
         raise ValueError(f"drain must be True or False, got {drain!r}")
+    keep = check_choice(keep, "keep", KEEP)
+    max_memory = float("inf") if max_memory is None else check_max_memory(max_memory)
     return _Options(discipline=discipline, servers=int(c), processes=processes, machines=machines,
                     dispatch=dispatch, timeout=timeout, on_timeout=on_timeout, queue=queue,
                     queue_delay_bound=bound, retries=retries, retry_backoff=retry_backoff,
                     retry_backoff_factor=retry_backoff_factor, drain=bool(drain), progress=progress,
-                    slices=slices, slice_delay=delay, delay_service=delay_service, admission=admission)
+                    slices=slices, slice_delay=delay, delay_service=delay_service, admission=admission,
+                    keep=keep, max_memory=max_memory)

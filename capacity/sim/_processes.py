@@ -16,6 +16,7 @@ clients retry -- each worker process is an object with the same small interface:
 """
 from __future__ import annotations
 
+import array
 import bisect
 import heapq
 import math
@@ -32,35 +33,53 @@ _NAN = math.nan
 _WAITING, _SERVING, _DONE, _DROPPED, _ABORTING = 0, 1, 2, 3, 4
 
 
-class _Book:
-    """Per-request records as Python lists indexed by request id.
+def _typed(code: str, values: np.ndarray) -> array.array:
+    """``values`` as an :class:`array.array` of type ``code`` (one copy, no Python objects)."""
+    out = array.array(code)
+    out.frombytes(memoryview(np.ascontiguousarray(values, dtype=np.dtype(code))).cast("B"))
+    return out
 
-    Lists (not arrays) because the event loops touch one element at a time,
-    where list indexing is several times faster than numpy scalar access;
-    they grow when retries add requests.
+
+class _Book:
+    """Per-request records, indexed by request id.
+
+    Typed :mod:`array` columns (8 bytes a time, 4 an integer) rather than
+    lists of Python floats (about 32 bytes an element): the event loops touch
+    one element at a time, where an ``array.array`` reads and writes almost as
+    fast as a list (numpy scalar access is several times slower), and the run
+    needs a quarter of the memory (``benchmarks/bench_sim_memory.py``).  The
+    columns grow when retries add requests; :meth:`column` hands one to numpy
+    without a copy once the run is over.
     """
 
     def __init__(self, arrival: np.ndarray, size: np.ndarray, timeout: float | None, n_proc: int,
                  retries: int, backoff: float, factor: float):
         n = arrival.size
-        self.arrival = arrival.tolist()
-        self.size = size.tolist()
-        self.deadline = (arrival + timeout).tolist() if timeout is not None else [_INF] * n
-        self.start = [_NAN] * n
-        self.completion = [_NAN] * n
-        self.departure = [_NAN] * n
-        self.cpu = [0.0] * n
+        self.arrival = _typed("d", arrival)
+        self.size = _typed("d", size)
+        self.deadline = _typed("d", arrival + timeout if timeout is not None else np.full(n, _INF))
+        self.start = _typed("d", np.full(n, _NAN))
+        self.completion = _typed("d", np.full(n, _NAN))
+        self.departure = _typed("d", np.full(n, _NAN))
+        self.cpu = _typed("d", np.zeros(n))
         self.state = bytearray(n)
         self.client_done = bytearray(n)
-        self.attempt = [0] * n
-        self.request_id = list(range(n))
-        self.process = [-1] * n
+        self.attempt = _typed("i", np.zeros(n, dtype=np.int32))
+        self.request_id = _typed("q", np.arange(n, dtype=np.int64))
+        self.process = _typed("i", np.full(n, -1, dtype=np.int32))
         self.timeout = timeout
         self.open = [0] * n_proc  # connections the dispatcher sees open, per process
         self.retries = retries
         self.backoff = backoff
         self.factor = factor
         self.outbox: list[tuple[float, int]] = []  # (retry arrival time, failed request id)
+
+    def column(self, name: str) -> np.ndarray:
+        """Column ``name`` as a numpy array sharing the book's memory (the book must not grow
+        any more)."""
+        values = getattr(self, name)
+        return np.frombuffer(values, dtype=values.typecode) if len(values) else \
+            np.zeros(0, dtype=values.typecode)
 
     def fail(self, i: int, t: float) -> None:
         """The client of request ``i`` gave up (timeout) or got an error at ``t``."""

@@ -11,6 +11,7 @@ from ..distributions import Service
 from ._drivers import _run
 from ._inputs import _draw_arrivals
 from ._options import _options, _scalar_service
+from ._storage import DEFAULT_MAX_MEMORY
 from .result import SimulationResult
 
 
@@ -22,7 +23,8 @@ def simulate(arrivals: Any, service: Service | float, discipline: str = "fcfs", 
              seed: Any = None, progress: Callable[[float, float], Any] | None = None, *,
              queue_delay_bound: float | None = None, retry_backoff_factor: float = 1.0,
              drain: bool = True, slices: int = 1, slice_delay: float | Service = 0.0,
-             admission: str = "fifo") -> SimulationResult:
+             admission: str = "fifo", keep: str = "auto",
+             max_memory: float | str | None = DEFAULT_MAX_MEMORY) -> SimulationResult:
     """Simulate a service exactly, request by request, in or out of overload.
 
     Parameters
@@ -179,12 +181,40 @@ def simulate(arrivals: Any, service: Service | float, discipline: str = "fcfs", 
         the overdue timer handle without polling the sockets, so new
         connections are not read until the in-flight set drains to one
         (``validation/README.md``).  ``slices=1``: both rules are FCFS.
+    keep : {"auto", "requests", "summary"}
+        Keyword only.  What the result keeps.  ``"requests"``: the
+        per-request table (:attr:`SimulationResult.requests`, 72 bytes a
+        row: times in float64, integers in the smallest type that holds
+        them).  ``"summary"``: no table; the statistics are computed in one
+        pass at the end of the run and kept (``.keep == "summary"``;
+        ``.requests`` then raises a ``ValueError`` saying so): the
+        per-second table, utilisation and mean number exactly, the mean
+        response exactly, quantiles from a log-binned histogram within
+        ``capacity.sim.RELATIVE_RESOLUTION`` (0.05 %) of the exact empirical
+        quantile, a ``warmup`` rounded up to a whole *segment* of arrival
+        time (1 s, or ``ceil(end / segments)`` seconds for long runs, at most
+        1024 segments), batch means over batches of whole segments in arrival
+        order (with retries the table's batches are in row order instead, so
+        the half-widths differ).  ``"auto"`` (default): the table if the run
+        is estimated to fit in ``max_memory``, else the summary.
+    max_memory : int, float, str or None
+        Keyword only.  Ceiling on the memory of the run, in bytes (a number,
+        or text with a unit: ``"1GB"``, ``"512MiB"``; a bare number is
+        bytes); default 1 GB; None for no ceiling.  The estimate is
+        ``rows x`` bytes per row measured in
+        ``benchmarks/bench_sim_memory.py`` (engine arrays, then the table and
+        its statistics' temporaries, or the summary pass), where ``rows``
+        counts every possible retry (``n (1 + retries)``).  A run that would
+        not fit even as a summary (or as a table with
+        ``keep="requests"``) is refused with a ``ValueError`` naming
+        ``max_memory``, before it starts.  The per-second table is not
+        counted: it has one row (about 80 bytes) per second of ``end``.
 
     Returns
     -------
     SimulationResult
         ``.requests`` (one row per request, see :class:`SimulationResult`
-        for the columns), ``.per_second`` (arrivals, completions, goodput,
+        for the columns; not kept with ``keep="summary"``), ``.keep``, ``.per_second`` (arrivals, completions, goodput,
         timeouts, drops, in_flight, cpu_busy, latency_p50/p99/max),
         ``.discipline``, ``.servers``, ``.processes``, ``.machines``,
         ``.timeout``, ``.horizon``, ``.end``, ``.stopped``, and the methods
@@ -301,7 +331,8 @@ def simulate(arrivals: Any, service: Service | float, discipline: str = "fcfs", 
                        dispatch=dispatch, timeout=timeout, on_timeout=on_timeout, queue=queue,
                        queue_delay_bound=queue_delay_bound, retries=retries, retry_backoff=retry_backoff,
                        retry_backoff_factor=retry_backoff_factor, drain=drain, progress=progress,
-                       slices=slices, slice_delay=slice_delay, admission=admission)
+                       slices=slices, slice_delay=slice_delay, admission=admission, keep=keep,
+                       max_memory=max_memory)
     svc = _scalar_service(service, "service")
     rng = np.random.default_rng(seed)
     times, horizon, origin = _draw_arrivals(arrivals, horizon, options.drain, rng)

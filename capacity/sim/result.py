@@ -22,13 +22,12 @@ from scipy import stats
 
 from .._checks import check_choice, check_count, check_nonnegative, check_quantile
 from .._deprecation import deprecated_property
-from .._result import Result, jsonable
+from .._result import Result, _short, jsonable
 from ..units import format_time
+from ._summary import OUTCOMES, _integral, _rr_busy_path, _RunSummary
 
 __all__ = ["OUTCOMES", "ConfidenceInterval", "SimulationResult"]
 
-#: The outcomes of a request, in the order of the ``outcome`` categorical.
-OUTCOMES = ("ok", "timed_out", "dropped", "in_flight")
 
 
 class ConfidenceInterval(NamedTuple):
@@ -83,16 +82,6 @@ def _busy_path(begin: np.ndarray, finish: np.ndarray, process: np.ndarray,
     return t[by_time], np.cumsum(delta[by_time])
 
 
-def _integral(T: np.ndarray, B: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """integral_0^x B(u) du for the step function (T, B) (B = 0 before T[0])."""
-    if T.size == 0:
-        return np.zeros_like(x, dtype=float)
-    area = np.concatenate([[0.0], np.cumsum(np.diff(T) * B[:-1])])
-    j = np.searchsorted(T, x, side="right") - 1
-    jj = np.clip(j, 0, None)
-    return np.where(j < 0, 0.0, area[jj] + B[jj] * (x - T[jj]))
-
-
 @dataclass(frozen=True, repr=False)
 class SimulationResult(Result):
     """The outcome of :func:`simulate`.
@@ -107,7 +96,7 @@ class SimulationResult(Result):
     Attributes
     ----------
     requests : pandas.DataFrame
-        One row per request: the original requests in arrival order, then
+        One row per request (72 bytes a row): the original requests in arrival order, then
         the retries in the order they arrived.  Columns (times in seconds
         from the start of the run):
 
@@ -182,9 +171,20 @@ class SimulationResult(Result):
         busy at the end) behind :meth:`utilization` and ``cpu_busy``.
     admission : str
         Round robin: ``"fifo"`` or ``"idle"`` (see :func:`simulate`).
+    keep : str
+        ``"requests"`` or ``"summary"``: whether the table was kept or only the
+        statistics (:func:`simulate`'s ``keep`` and ``max_memory``).  A summary
+        answers every method and ``per_second``; ``requests`` and
+        :meth:`to_frame` raise a ``ValueError`` saying why there is no table.
+    max_memory : float
+        The run's memory ceiling, bytes (``inf``: none).
+
+    The integer columns of ``requests`` use the smallest type that holds
+    them (``int8`` for a handful of processes): cast before arithmetic that
+    could overflow it.
     """
 
-    requests: pd.DataFrame
+    _table: pd.DataFrame | None
     discipline: str
     servers: int
     horizon: float
@@ -198,10 +198,37 @@ class SimulationResult(Result):
     slice_delay: Any = 0.0
     core_busy: Any = None
     admission: str = "fifo"
+    _digest: _RunSummary | None = None
+    max_memory: float = math.inf
 
     _headline: ClassVar[tuple[str, ...]] = ("discipline", "servers", "processes", "machines", "timeout",
                                             "horizon", "requests")
     duration = deprecated_property("horizon")
+
+    # ------------------------------------------------------------------ storage
+    @property
+    def keep(self) -> str:
+        """``"requests"`` (the per-request table is kept) or ``"summary"`` (only the statistics
+        are: see :func:`simulate`'s ``keep``)."""
+        return "requests" if self._digest is None else "summary"
+
+    @property
+    def requests(self) -> pd.DataFrame:
+        """The per-request table (see the class docstring); a ``keep="summary"`` result has none."""
+        if self._digest is not None:
+            raise ValueError(
+                f"requests: this result keeps a summary, not the per-request table: "
+                f"{self._digest.n_requests:,} rows would not fit in max_memory="
+                f"{self.max_memory:.4g} bytes (or keep='summary' was asked for); simulate with "
+                f"keep='requests' and a larger max_memory to keep the rows, or use per_second, "
+                f"mean_response, response_quantile and confidence_interval, which a summary answers")
+        return self._table
+
+    def __repr__(self) -> str:
+        if self._digest is None:
+            return super().__repr__()
+        head = ", ".join(f"{n}={_short(getattr(self, n))}" for n in self._headline if n != "requests")
+        return f"{type(self).__name__}({head}, requests=<summary of {self._digest.n_requests} rows>)"
 
     # ------------------------------------------------------------------ helpers
     @property
@@ -251,12 +278,7 @@ class SimulationResult(Result):
         finish = req["departure"].to_numpy()
         finish = np.where(np.isnan(finish), end, finish)
         if self.discipline == "rr":
-            # Recorded by the engine: +1 when a core leaves idleness, -1 when it
-            # goes idle (NaN: still busy at the end of the run).
-            times, steps, _ = self.core_busy
-            times = np.where(np.isnan(times), end, times)
-            order = np.argsort(times, kind="stable")
-            return times[order], np.cumsum(steps[order])
+            return _rr_busy_path(self.core_busy, end)  # recorded by the engine
         if self.discipline == "fcfs":
             begin = req["start"].to_numpy()
             started = ~np.isnan(begin)
@@ -264,6 +286,15 @@ class SimulationResult(Result):
         else:
             begin, proc = req["arrival"].to_numpy(), req["process"].to_numpy()
         return _busy_path(begin, finish, proc, self.servers)
+
+    def _stream(self, metric: str) -> Any:
+        """The summary's per-segment statistics of ``metric`` (summary mode)."""
+        if check_choice(metric, "metric", ("response", "wait")) == "wait":
+            if self.discipline != "fcfs":
+                raise ValueError(f"metric 'wait' needs a FCFS run (a start of service), "
+                                 f"this run is {self.discipline!r}")
+            return self._digest.wait
+        return self._digest.response
 
     @cached_property
     def per_second(self) -> pd.DataFrame:
@@ -299,6 +330,8 @@ class SimulationResult(Result):
             Response time (s) of the requests completing in that second
             (NaN when none; linear-interpolation quantiles).
         """
+        if self._digest is not None:
+            return self._digest.per_second
         req = self.requests
         end = self._end
         n_rows = max(int(math.ceil(end)), 1)
@@ -347,14 +380,28 @@ class SimulationResult(Result):
 
     # ------------------------------------------------------------------ statistics
     def mean_response(self, warmup: float = 0.0) -> float:
-        """Mean response time (s) of the completed requests arriving at or after ``warmup`` (s)."""
+        """Mean response time (s) of the completed requests arriving at or after ``warmup`` (s).
+
+        A ``keep="summary"`` result applies ``warmup`` rounded up to a whole segment (see
+        :func:`simulate`); the mean itself is exact."""
+        if self._digest is not None:
+            warmup = float(check_nonnegative(warmup, "warmup"))
+            return self._digest.response.mean(self._digest.first_segment(warmup))
         x = self._values("response", warmup)
         return float(x.mean()) if x.size else math.nan
 
     def response_quantile(self, q: Any, warmup: float = 0.0) -> Any:
         """Empirical ``q``-quantile of the response time (s) of the completed
-        requests arriving at or after ``warmup``; ``q`` may be an array."""
+        requests arriving at or after ``warmup``; ``q`` may be an array.
+
+        A ``keep="summary"`` result reads it from its histogram: within
+        ``capacity.sim.RELATIVE_RESOLUTION`` (0.05 %) of the exact quantile, ``warmup``
+        rounded up to a whole segment."""
         q = check_quantile(q, "q")
+        if self._digest is not None:
+            warmup = float(check_nonnegative(warmup, "warmup"))
+            out = self._digest.response.quantile(q.reshape(-1), self._digest.first_segment(warmup))
+            return float(out[0]) if q.ndim == 0 else out.reshape(q.shape)
         x = self._values("response", warmup)
         if x.size == 0:
             return math.nan if q.ndim == 0 else np.full(q.shape, np.nan)
@@ -372,12 +419,16 @@ class SimulationResult(Result):
         horizon = self.horizon
         if not horizon > 0:
             return math.nan
+        if self._digest is not None:
+            return self._digest.busy_area / (horizon * self.servers * self.processes * self.machines)
         T, B = self._busy()
         busy = float(_integral(T, B, np.array([horizon]))[0])
         return busy / (horizon * self.servers * self.processes * self.machines)
 
     def mean_number(self) -> float:
         """Time-average number of requests in the servers over ``[0, horizon]``."""
+        if self._digest is not None:
+            return self._digest.number_area / self.horizon if self.horizon > 0 else math.nan
         return self._time_average(lambda n: n)
 
     def confidence_interval(self, stat: str | float = "mean", level: float = 0.99, batches: int = 30,
@@ -428,6 +479,8 @@ class SimulationResult(Result):
             raise ValueError(f"level must be a single number, got {level!r}")
         level = float(level_arr)
         batches = check_count(batches, "batches", 2)
+        if self._digest is not None:
+            return self._summary_interval(stat, level, batches, warmup, metric)
         x = self._values(metric, warmup)
         if x.size < 2 * batches:
             raise ValueError(f"batches must leave at least 2 requests per batch: {x.size} requests "
@@ -444,6 +497,31 @@ class SimulationResult(Result):
         half = float(stats.t.ppf(0.5 + 0.5 * level, batches - 1) * per_batch.std(ddof=1) / math.sqrt(batches))
         return ConfidenceInterval(estimate, half, estimate - half, estimate + half, level, batches)
 
+    def _summary_interval(self, stat: str | float, level: float, batches: int, warmup: float,
+                          metric: str) -> ConfidenceInterval:
+        """:meth:`confidence_interval` of a ``keep="summary"`` result: batches of whole
+        segments, quantiles from the histogram."""
+        warmup = float(check_nonnegative(warmup, "warmup"))
+        stream = self._stream(metric)
+        first = self._digest.first_segment(warmup)
+        n = stream.n(first)
+        runs = stream.batches(first, batches) if n >= 2 * batches else []
+        if not runs:
+            raise ValueError(f"batches must leave at least 2 requests in each batch of whole "
+                             f"{self._digest.segment:g}-second segments (keep='summary'): {n} requests "
+                             f"after warmup, batches={batches!r}")
+        if isinstance(stat, str):
+            if stat != "mean":
+                raise ValueError(f"stat must be 'mean' or a quantile level in (0, 1), got {stat!r}")
+            per_batch = np.array([stream.mean(a, b) for a, b in runs])
+            estimate = stream.mean(first)
+        else:
+            q = check_quantile(stat, "stat").reshape(1)
+            per_batch = np.array([stream.quantile(q, a, b)[0] for a, b in runs])
+            estimate = float(stream.quantile(q, first)[0])
+        half = float(stats.t.ppf(0.5 + 0.5 * level, batches - 1) * per_batch.std(ddof=1) / math.sqrt(batches))
+        return ConfidenceInterval(estimate, half, estimate - half, estimate + half, level, batches)
+
     # ------------------------------------------------------------------ the result protocol
     def to_frame(self) -> pd.DataFrame:
         """The per-request table (:attr:`requests`), a copy."""
@@ -451,11 +529,17 @@ class SimulationResult(Result):
 
     def _summary(self) -> dict:
         """Counts and statistics of the whole run (no warm-up left out)."""
+        levels = _SUMMARY_QUANTILES
+        if self._digest is not None:
+            d = self._digest
+            quantiles = dict(zip(levels, d.response.quantile(np.array(levels), 0).tolist()))
+            return {"n_requests": d.n_requests, "n_retries": d.n_retries, "outcomes": dict(d.outcomes),
+                    "mean_response": d.response.mean(0), "response_quantile": quantiles,
+                    "utilization": self.utilization(), "mean_number": self.mean_number()}
         req = self.requests
         outcomes = {name: int(count) for name, count in req["outcome"].value_counts(sort=False).items()}
         done = req["response"].to_numpy()
         done = done[~np.isnan(done)]
-        levels = _SUMMARY_QUANTILES
         quantiles = dict(zip(levels, np.quantile(done, levels).tolist())) if done.size \
             else dict.fromkeys(levels, math.nan)
         return {"n_requests": len(req), "n_retries": int((req["attempt"].to_numpy() > 0).sum()),
