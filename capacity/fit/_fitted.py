@@ -267,10 +267,16 @@ class PercentileFit(FitResult):
         :func:`~capacity.plan.qps_ceiling`; a fitted constant delay is held at each model's
         estimate (its spread is left out).  NaN bounds, with a warning, without a covariance.
 
-        The answer is checked against the data the fit came from: where an observation at a
-        higher rate than the ceiling already met the SLO, the ceiling contradicts the data,
-        and ``contradictions`` and the explanation say so next to the number (which stays
-        the model's: the observation is the lower bound to trust).
+        The answer is checked against the data the fit came from: where a window (an observation)
+        at a higher rate than the ceiling met the SLO, the ceiling contradicts the data, and
+        ``contradictions`` and the explanation say so next to the number (which stays the
+        model's), with how sure it is.  With request counts (histograms, ``n_requests``) a
+        window counts only when it met the SLO beyond sampling noise: the upper confidence
+        bound (Clopper-Pearson, at the fit's ``confidence_level`` jointly over the windows above
+        the ceiling, Bonferroni) of its share of requests slower than the SLO time is within
+        ``1 - q``, the requests deflated for the queue's correlation (the dispersion of the
+        windows nearest in load, else the fit's own); see :mod:`capacity.fit._slo_evidence`.
+        Without counts the note says only that the observation met the SLO at that load.
         """
         from ..plan import qps_ceiling
 
@@ -324,32 +330,53 @@ class PercentileFit(FitResult):
         if np.ndim(c.qps) != 0:
             return c
         notes = []
-        # The busiest observation that met the SLO, if it is above the ceiling.
-        rate, evidence = next(iter(self._slo_held(c.slo)), (0.0, ""))
-        if rate > float(c.qps) * 1.001:
-            notes.append(f"this contradicts the data: at {format_rate(rate)} the observed {evidence} met the SLO, "
-                         f"so the service carries at least {format_rate(rate)}; the model misses its own data "
-                         f"(RMS error {self._miss_text()}) -- trust the observation, and fit another "
-                         "discipline, family or delay")
+        # The busiest observation above the ceiling where the SLO held.
+        held = self._slo_held(c.slo, float(c.qps))
+        if held is not None:
+            _, evidence, sure = held
+            advice = ("trust the observation" if sure else
+                      "one observation, and without the number of requests behind it how sure it is cannot be "
+                      "said (give n_requests)")
+            notes.append(f"this contradicts the data: {evidence}, yet the ceiling is {format_rate(float(c.qps))}; "
+                         f"the model misses its own data (RMS error {self._miss_text()}) -- {advice}, and fit "
+                         "another discipline, family or delay")
         notes += [f"the data contradict each other: {n}" for n in self.contradictions_]
         if not notes:
             return c
         text = " ".join(f"{n[0].upper()}{n[1:]}." for n in notes)
         return dataclasses.replace(c, explanation=f"{c.explanation} {text}", contradictions=tuple(notes))
 
-    def _slo_held(self, slo: dict) -> list[tuple[float, str]]:
-        """(rate, what was seen) for each observation whose measured percentiles met every SLO
-        percentile it measured, busiest first."""
-        from ..units import format_quantile, format_time
+    def _slo_held(self, slo: dict, above: float) -> tuple[float, str, bool] | None:
+        """(rate, what was seen, whether it is sure) for the busiest observation above ``above``
+        (req/s) where the SLO held; None if none.
+
+        With ``n_requests``, only where the counts show it beyond sampling noise
+        (:func:`._slo_evidence.observations_held`).  Without them how sure cannot be said: an
+        observation whose measured SLO percentiles all met it is reported as what it is, one
+        observation that met the SLO (``sure`` False)."""
+        from ..units import format_quantile, format_rate, format_time
+        from ._slo_evidence import observations_held
 
         comp = self.comparison_
-        out = []
-        for rate, rows in comp.groupby("arrival_rate"):
-            seen = {float(q): float(t) for q, t in zip(rows["q"], rows["observed"])}
-            common = [q for q in slo if q in seen]
-            if common and all(seen[q] <= slo[q] for q in common):
-                out.append((float(rate), ", ".join(f"{format_quantile(q)} {format_time(seen[q])}" for q in common)))
-        return sorted(out, reverse=True)
+        obs = getattr(self._space, "obs", None)
+        counted = obs is not None and obs.have_n
+        if counted:
+            comp = comp.assign(n_requests=obs.n_requests)
+        groups = [rows for _, rows in comp[comp["arrival_rate"] > above * 1.001].groupby("observation")]
+        if not counted:
+            out = []
+            for rows in groups:
+                seen = {float(q): float(t) for q, t in zip(rows["q"], rows["observed"])}
+                common = [q for q in slo if q in seen]
+                if common and all(seen[q] <= slo[q] for q in common):
+                    rate = float(rows["arrival_rate"].iloc[0])
+                    out.append((rate, f"at {format_rate(rate)} the observed "
+                                + ", ".join(f"{format_quantile(q)} {format_time(seen[q])}" for q in common)
+                                + " met the SLO", False))
+            return max(out, default=None)
+        if not groups:
+            return None
+        return observations_held(groups, slo, self.fit_quality_, self.confidence_level)
 
     def _miss_text(self) -> str:
         rms = self.fit_quality_.get("rms_rel_error", math.nan)

@@ -67,28 +67,19 @@ class HistogramFit(PercentileFit):
 
     measured_at: str
 
-    def _slo_held(self, slo: dict) -> list[tuple[float, str]]:
-        """Windows whose counts show every SLO percentile met: at the largest bucket bound at or
-        below the SLO time, the share of slower requests was already within 1 - q (so at the
-        SLO time itself it was too)."""
-        from ..units import format_quantile, format_time
+    def _slo_held(self, slo: dict, above: float) -> tuple[float, str, bool] | None:
+        """(rate, what was seen, True) for the busiest window, or run of windows next in load, above
+        ``above`` (req/s) whose counts show every SLO percentile met beyond noise; None if none.
 
-        comp = self.comparison_
-        out = []
-        for rate, rows in comp.groupby("arrival_rate"):
-            evidence = []
-            for q, t in slo.items():
-                below = rows[rows["le"] <= t]
-                if below.empty:
-                    break
-                last = below.iloc[-1]
-                if last["observed_share_above"] > 1.0 - q:
-                    break
-                evidence.append(f"{format_quantile(q)} (only {100 * last['observed_share_above']:.2g} % over "
-                                f"{format_time(float(last['le']))})")
-            else:
-                out.append((float(rate), ", ".join(evidence)))
-        return sorted(out, reverse=True)
+        At the largest bucket bound b at or below each SLO time (at least as many requests were
+        slower than b as than the SLO time) the upper confidence bound of the share slower than b
+        is within 1 - q (:func:`._slo_evidence.slo_held`: Clopper-Pearson at the fit's
+        ``confidence_level``, Bonferroni over the windows and runs checked, the counts deflated by
+        the dispersion of the windows nearest in load, never below the fit's own)."""
+        from ._slo_evidence import windows_held
+
+        return windows_held(self.comparison_, self.windows_, slo, above, self.fit_quality_, self.confidence_level,
+                            _MAX_RMS)
 
     def _model_error(self) -> float:
         value = float(self.fit_quality_.get("rms_log_time_miss", 0.0))
