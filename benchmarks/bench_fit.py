@@ -110,6 +110,7 @@ def main() -> None:
           f"{nfev_l} evaluations; ratio = {ms_l / rows[4][1]:.1f}x")
 
     selection(one, three, rows)
+    grid()
     slow_models()
     distribution_fits()
     histogram_fits()
@@ -131,6 +132,44 @@ def selection(one: dict, three: list, rows: list) -> None:
         ratio = "" if base is None else f"; {ms / base:.1f}x the one-model fit"
         print(f"  {name:24s} {ms:9.1f} ms   {len(res.candidates_)} candidates, chose {res.discipline} {res.family}"
               f"{ratio}")
+
+
+def grid() -> None:
+    """The issue's grid: one from_percentiles fit (p50/p90/p99/p99.9 at one load, utilisation
+    0.4) for every CPU family x discipline, the model given (no selection), with its peak traced
+    memory; the data are the model's own quantiles, so every fit has a known answer.  Near-constant
+    CPU (scv 0.03, a fixed-work handler) is its own row for the two-parameter families."""
+    import tracemalloc
+
+    from capacity import rr
+    from capacity.fit._model import FAMILIES
+
+    funcs = {"fcfs": fcfs.response_quantile, "ps": ps.response_quantile,
+             "rr": lambda q, lam, s: rr.response_quantile(q, lam, s, slices=5)}
+    laws = [(f, 1.0 if f in ("exponential", "hyperexponential") else 0.0 if f == "deterministic" else 2.0)
+            for f in FAMILIES]
+    laws += [("hyperexponential", 4.0), ("lognormal", 0.03), ("gamma", 0.03)]
+    lam = 0.4 / MEAN
+    print(f"\nfit-time grid: one load, 4 percentiles, model given (ms, best of 2; peak MiB); target {TARGET_MS:g} ms")
+    print(f"  {'CPU law':24s}" + "".join(f"{d:>22s}" for d in funcs))
+    for family, scv in laws:
+        svc = (getattr(Service, family)(MEAN, scv) if family in ("lognormal", "gamma", "hyperexponential")
+               else getattr(Service, family)(MEAN))
+        cells = []
+        for d, func in funcs.items():
+            obs = dict(zip(Q.tolist(), np.asarray(func(Q, lam, svc), dtype=float)))
+            kw = dict(discipline=d, family=family, delay=None)
+            if d == "rr":
+                kw.update(slices=5)
+            tracemalloc.start()
+            ms, res = best_ms(lambda o=obs, k=kw: from_percentiles(o, lam, **k), 2)
+            peak = tracemalloc.get_traced_memory()[1] / 2**20
+            tracemalloc.stop()
+            err = res.cpu_per_request_ / MEAN - 1
+            cells.append(f"{ms:8.0f} ms {peak:5.0f} MiB {'ok' if ms <= TARGET_MS else '  '}")
+            if abs(err) > 0.02:
+                cells[-1] += f" (E[S] {100 * err:+.0f} %)"
+        print(f"  {family + ' scv ' + format(scv, 'g'):24s}" + "".join(f"{c:>22s}" for c in cells))
 
 
 def slow_models() -> None:

@@ -39,11 +39,24 @@ compute the point directly; :class:`Coverage` says which points of a batch a tab
 A family is answered from a table exactly when the shipped file holds it, so the PS file holds
 only laws without an exact phase-type computation (this release: lognormal from scv 0.57 and gamma
 from 0.085 to 5.5).
+
+Nearly constant CPU times (PS)
+------------------------------
+Below those scv values a second PS file, ``ps_near_constant_quantiles.npz``
+(``tools/build_near_constant_table.py``), tabulates :mod:`capacity._ps_near_constant` for gamma
+(scv 0.01-0.16) and lognormal (0.01-0.8) on a finer grid of its own (44 utilisations, 72 levels
+with the same end points): the response time of such a law has a knee (the request served alone)
+that the main grid resolves only to ~2 %.  Each family's tables are *pieces* in increasing scv;
+across the upper half (in log scv) of two pieces' overlap the two are blended with a smoothstep
+in ``log t``, so the quantiles stay smooth in scv where a fit differentiates them (gamma 0.117 -
+0.16, lognormal 0.67 - 0.8; the main gamma table is off below 0.124, see
+:func:`capacity.ps.response_quantile`).
 """
 from __future__ import annotations
 
 import functools
 import pathlib
+from typing import NamedTuple
 
 import numpy as np
 
@@ -70,6 +83,11 @@ def path(discipline: str) -> pathlib.Path:
     return FOLDER / f"{discipline}_quantiles.npz"
 
 
+def near_constant_path(discipline: str) -> pathlib.Path:
+    """The table of nearly constant CPU times (``tools/build_near_constant_table.py``)."""
+    return FOLDER / f"{discipline}_near_constant_quantiles.npz"
+
+
 def _tensor_spline(grid: tuple, values: np.ndarray):
     """The cubic not-a-knot tensor-product spline through ``values`` on ``grid``, by exact 1-D
     solves along one axis after the other (the tensor-product system separates).
@@ -88,21 +106,43 @@ def _tensor_spline(grid: tuple, values: np.ndarray):
     return NdBSpline(tuple(knots), coefs, 3)
 
 
+class _Piece(NamedTuple):
+    """One family's table over one scv range: its spline in (logit rho, log scv, z) and grids."""
+
+    spline: object
+    lo: float            # scv range
+    hi: float
+    rho: np.ndarray      # utilisation grid
+    z: np.ndarray        # level grid
+
+    def log_t(self, z: np.ndarray, rho: np.ndarray, scv: np.ndarray) -> np.ndarray:
+        r = np.clip(rho, self.rho[0], self.rho[-1])
+        pts = np.stack([np.log(r / (1.0 - r)), np.clip(np.log(scv), np.log(self.lo), np.log(self.hi)),
+                        np.clip(z, self.z[0], self.z[-1])], axis=-1)
+        # Below the first node the value at rho = 0.001 stands (it differs from the rho -> 0 limit
+        # by ~0.1 %); the callers give the service time's own quantile at exactly zero arrivals.
+        return self.spline(pts.reshape(-1, 3)).reshape(np.shape(z)) - np.log1p(-r)
+
+
 @functools.lru_cache(maxsize=None)
-def _interpolators(discipline: str) -> dict:
-    file = path(discipline)
-    if not file.exists():
-        return {}
-    with np.load(file) as data:
-        rho, z = data["rho"], data["z"]
-        out = {}
-        for fam in SCV:
-            key = f"log_scaled_{fam}"
-            if key in data.files:
-                scv = data[f"scv_{fam}"]   # a prefix of SCV[fam]: a table may stop short of its top
-                grid = (np.log(rho / (1.0 - rho)), np.log(scv), z)
-                out[fam] = (_tensor_spline(grid, data[key].astype(float)), float(scv[0]), float(scv[-1]))
-    return out
+def _interpolators(discipline: str) -> dict[str, tuple[_Piece, ...]]:
+    """Each family's pieces, in increasing scv: the main table and, for PS, the table of nearly
+    constant CPU times below it (each file holds its own grids)."""
+    out: dict[str, list[_Piece]] = {}
+    for file in (near_constant_path(discipline), path(discipline)):
+        if not file.exists():
+            continue
+        with np.load(file) as data:
+            rho, z = data["rho"], data["z"]
+            for fam in SCV:
+                key = f"log_scaled_{fam}"
+                if key in data.files:
+                    scv = data[f"scv_{fam}"]   # a table may stop short of its family's grid
+                    grid = (np.log(rho / (1.0 - rho)), np.log(scv), z)
+                    piece = _Piece(_tensor_spline(grid, data[key].astype(float)), float(scv[0]),
+                                   float(scv[-1]), rho, z)
+                    out.setdefault(fam, []).append(piece)
+    return {fam: tuple(sorted(pieces, key=lambda p: p.lo)) for fam, pieces in out.items()}
 
 
 def families(discipline: str) -> tuple[str, ...]:
@@ -110,24 +150,55 @@ def families(discipline: str) -> tuple[str, ...]:
     return () if disabled else tuple(_interpolators(discipline))
 
 
+def scv_range(discipline: str, family: str) -> tuple[float, float] | None:
+    """The scv range the shipped tables cover for this family, or None (no table)."""
+    if family not in families(discipline):
+        return None
+    pieces = _interpolators(discipline)[family]
+    return pieces[0].lo, pieces[-1].hi
+
+
 def covered(discipline: str, family: str, rho: np.ndarray, scv: np.ndarray) -> np.ndarray:
     """Which (rho, scv) points, one core assumed, lie inside the table."""
     if family not in families(discipline):
         return np.zeros(np.shape(rho), dtype=bool)
-    _, lo, hi = _interpolators(discipline)[family]
+    lo, hi = scv_range(discipline, family)
     return ((rho >= 0) & (rho <= RHO[-1] * (1 + _SLACK))
             & (scv >= lo * (1 - _SLACK)) & (scv <= hi * (1 + _SLACK)))
 
 
+def _blend_weights(pieces: tuple[_Piece, ...], scv: np.ndarray) -> list[np.ndarray]:
+    """The weight of each piece at each scv: 1 inside its own range; across the upper half (in
+    log scv) of two neighbours' overlap a smoothstep from the lower piece to the upper one, so
+    the quantiles stay smooth in scv (a fit differentiates them)."""
+    ls = np.log(scv)
+    weights = [np.ones(np.shape(scv))]
+    for below, above in zip(pieces[:-1], pieces[1:]):
+        a = 0.5 * (np.log(above.lo) + np.log(below.hi))
+        b = np.log(below.hi)
+        u = np.clip((ls - a) / (b - a), 0.0, 1.0) if b > a else (ls >= a).astype(float)
+        up = u * u * (3.0 - 2.0 * u)
+        weights.append(weights[-1] * up)
+        weights[-2] = weights[-2] * (1.0 - up)
+    return weights
+
+
+def _level_grid(discipline: str, family: str) -> np.ndarray:
+    """The finest level grid among the family's pieces (they share their end points)."""
+    return max((p.z for p in _interpolators(discipline)[family]), key=len)
+
+
 def _log_t(discipline: str, family: str, z: np.ndarray, rho: np.ndarray, scv: np.ndarray) -> np.ndarray:
     """log(t_q / E[S]) at level z (arrays of one shape), inside the table."""
-    spline, lo, hi = _interpolators(discipline)[family]
-    r = np.clip(rho, RHO[0], RHO[-1])
-    pts = np.stack([np.log(r / (1.0 - r)), np.clip(np.log(scv), np.log(lo), np.log(hi)),
-                    np.clip(z, Z[0], Z[-1])], axis=-1)
-    # Below the first node the value at rho = 0.001 stands (it differs from the rho -> 0 limit by
-    # ~0.1 %); the callers give the service time's own quantile at exactly zero arrivals.
-    return spline(pts.reshape(-1, 3)).reshape(np.shape(z)) - np.log1p(-r)
+    pieces = _interpolators(discipline)[family]
+    if len(pieces) == 1:
+        return pieces[0].log_t(z, rho, scv)
+    out = np.zeros(np.shape(z))
+    for piece, w in zip(pieces, _blend_weights(pieces, scv)):
+        used = w > 0
+        if used.any():
+            out[used] += w[used] * piece.log_t(z[used], rho[used], scv[used])
+    return out
 
 
 def quantile(discipline: str, family: str, q: np.ndarray, rho: np.ndarray, scv: np.ndarray) -> np.ndarray:
@@ -153,6 +224,7 @@ def sf(discipline: str, family: str, t: np.ndarray, rho: np.ndarray, scv: np.nda
         return out
     with np.errstate(divide="ignore"):
         target = np.log(t)
+    Z = _level_grid(discipline, family)
     nodes = _log_t(discipline, family, np.broadcast_to(Z, (n, Z.size)).copy(),
                    np.repeat(rho[:, None], Z.size, axis=1), np.repeat(scv[:, None], Z.size, axis=1))
     # The tables increase in z at every node (checked by the tests), so the bracket is unique.
@@ -187,14 +259,6 @@ def sf(discipline: str, family: str, t: np.ndarray, rho: np.ndarray, scv: np.nda
     return out
 
 
-def scv_range(discipline: str, family: str) -> tuple[float, float] | None:
-    """The scv range a shipped table covers for this family, or None (no table)."""
-    if family not in families(discipline):
-        return None
-    _, lo, hi = _interpolators(discipline)[family]
-    return lo, hi
-
-
 class Coverage:
     """Which points of a broadcast batch of queue inputs a table answers.
 
@@ -216,18 +280,44 @@ class Coverage:
         self.servers = np.broadcast_to(inp.servers, shape).ravel()
         self.mask = self.stable & (self.servers == 1) & covered(discipline, self.family, self.rho, self.scv)
 
-    def subset(self, rows: np.ndarray):
-        from ._common import prepare
+    def service(self, rows: np.ndarray):
+        """The CPU-time law of the chosen points (a broadcast :class:`~capacity.distributions.Service`)."""
         from .distributions import Service
 
-        svc = getattr(Service, self.family)(self.mean[rows], self.scv[rows])
-        return prepare(self.lam[rows], svc, self.servers[rows])
+        return getattr(Service, self.family)(self.mean[rows], self.scv[rows])
+
+    def subset(self, rows: np.ndarray):
+        from ._common import prepare
+
+        return prepare(self.lam[rows], self.service(rows), self.servers[rows])
 
 
 def tabled_quantile(discipline: str, q, arrival_rate, service, servers=1) -> np.ndarray | None:
     """Response-time quantiles (seconds) from the table, broadcast; NaN where a point is not
     covered (the caller computes those directly), ``inf`` where unstable.  None when the
     family has no table at all."""
+    found = _tabled(discipline, q, arrival_rate, service, servers)
+    return None if found is None else found[0]
+
+
+def tabled_or_direct(discipline: str, q, arrival_rate, service, servers, direct) -> np.ndarray:
+    """Quantiles from the table where it answers, from ``direct(q, arrival_rate, service,
+    servers)`` at the other points only (called once, on the flat points the table misses)."""
+    found = _tabled(discipline, q, arrival_rate, service, servers)
+    if found is None:
+        return np.asarray(direct(q, arrival_rate, service, servers), dtype=float)
+    out, cov, qf = found
+    miss = np.flatnonzero(np.isnan(out.ravel()))
+    if miss.size:
+        from .distributions import Service
+
+        svc = getattr(Service, cov.family)(cov.mean[miss], cov.scv[miss])
+        flat = out.reshape(-1)
+        flat[miss] = np.asarray(direct(qf[miss], cov.lam[miss], svc, cov.servers[miss]), dtype=float)
+    return out
+
+
+def _tabled(discipline: str, q, arrival_rate, service, servers):
     from ._common import prepare
 
     inp = prepare(arrival_rate, service, servers)
@@ -238,7 +328,7 @@ def tabled_quantile(discipline: str, q, arrival_rate, service, servers=1) -> np.
         return None
     m = cov.mask
     out = np.where(cov.stable, np.nan, np.inf)
+    qf = np.broadcast_to(qq, shape).ravel()
     if m.any():
-        qf = np.broadcast_to(qq, shape).ravel()
         out[m] = cov.mean[m] * quantile(discipline, cov.family, qf[m], cov.rho[m], cov.scv[m])
-    return out.reshape(shape)
+    return out.reshape(shape), cov, qf

@@ -522,7 +522,11 @@ def response_sf(t: ArrayLike, arrival_rate: ArrayLike, service: Service | ArrayL
         flat = np.ones(table.size)
         tf = tb.ravel()
         t_unit = tf[table.mask] / table.mean[table.mask]
-        flat[table.mask] = _table.sf("ps", table.family, t_unit, table.rho[table.mask], table.scv[table.mask])
+        m = table.mask
+        flat[m] = _table.sf("ps", table.family, t_unit, table.rho[m], table.scv[m])
+        # PS never beats the CPU time (T >= S path by path): between its nodes the spline can dip
+        # ~0.1 % below the service's own law at light load, where T -> S.
+        flat[m] = np.maximum(flat[m], table.service(m).sf(tf[m]))   # NaN (off the levels) stays NaN
         # Tabled points whose answer lies beyond the table's levels, and points outside it:
         # computed directly.
         flat[np.isnan(flat) & (tf <= 0)] = 1.0
@@ -726,6 +730,9 @@ def response_quantile(q: ArrayLike, arrival_rate: ArrayLike, service: Service | 
         flat = np.full(table.size, np.inf)
         m = table.mask
         flat[m] = table.mean[m] * _table.quantile("ps", table.family, qf[m], table.rho[m], table.scv[m])
+        # Never below the service's own quantile (T >= S; see response_sf); NaN (a level off the
+        # table) stays NaN and is computed directly below.
+        flat[m] = np.maximum(flat[m], table.service(m).ppf(qf[m]))
         rest = table.stable & ~(m & np.isfinite(flat))
         if rest.any():
             sub = table.subset(rest)

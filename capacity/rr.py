@@ -233,7 +233,7 @@ from typing import Any
 
 import numpy as np
 
-from . import fcfs, ps
+from . import _quantile_table, fcfs, ps
 from ._checks import ADMISSIONS, check_broadcast, check_choice, check_nonnegative, check_quantile, check_servers, scalar_out
 from ._common import prepare
 from .distributions import Service
@@ -260,9 +260,9 @@ _SF_GRID = 1.0 - _SF_LEVELS
 # p90 / p99 / p99.9 (interpolated in log10(1 - q) like _Q_PARAMS; fitted with the FIFO constants
 # above by tools/calibrate_rr.py --fit).
 _IDLE_MEAN = (0.4379, 0.1531, 0.1218, -0.2442, 0.8347, 0.0995)
-_IDLE_Q = np.array([[0.5797, -0.0049, 0.2276, 1.1936, 0.1896, -0.6270],
+_IDLE_Q = np.array([[0.5798, -0.0050, 0.2277, 1.1937, 0.1897, -0.6270],
                     [0.6030, 0.0908, -0.0494, 0.5190, -0.9243, 0.8150],
-                    [0.6660, 0.1174, -0.2001, 0.1698, -1.6948, 1.2957]])
+                    [0.6660, 0.1175, -0.2001, 0.1697, -1.6949, 1.2959]])
 
 
 def _idle(t_f: np.ndarray, t_r0: np.ndarray, base: np.ndarray, rho: np.ndarray, k: np.ndarray,
@@ -532,7 +532,7 @@ def _quantile(qb: np.ndarray, inp, k: np.ndarray, d: np.ndarray, shape: tuple,
     lam = np.broadcast_to(inp.arrival_rate, shape)
     c = np.broadcast_to(inp.servers, shape)
     svc = inp.service
-    q_f = np.broadcast_to(np.asarray(fcfs.response_quantile(qb, lam, svc, c), dtype=float), shape)
+    q_f = np.broadcast_to(_fcfs_quantile(qb, lam, svc, c), shape)
     need = (kb > 1) & stable
     if not need.any():
         return np.where(stable, q_f, np.inf)
@@ -549,6 +549,13 @@ def _quantile(qb: np.ndarray, inp, k: np.ndarray, d: np.ndarray, shape: tuple,
         out = _idle_quantile(qb, q_f, t_r0, base, rho, kb, db, es)
     out = np.where(kb == 1, q_f, out)
     return np.where(stable, out, np.inf)
+
+
+def _fcfs_quantile(q, lam, svc, servers) -> np.ndarray:
+    """The FCFS half of the blend: from the shipped table of exact M/G/1 quantiles where it holds
+    the point (within 0.2 % of the exact value, small beside the blend's own error, and 25x faster
+    on a fit's batch of 4000 points), exactly elsewhere.  ``tools/calibrate_rr.py`` uses it too."""
+    return _quantile_table.tabled_or_direct("fcfs", q, lam, svc, servers, fcfs.response_quantile)
 
 
 def _blend(qb, q_f, q_p, es, rho, scv, kb) -> np.ndarray:

@@ -49,7 +49,7 @@ T_POINTS = 72
 TAIL_REACH = 0.35
 
 
-def _levels(t: np.ndarray, sf: np.ndarray, rho: float) -> np.ndarray | None:
+def _levels(t: np.ndarray, sf: np.ndarray, rho: float, Z: np.ndarray = Z) -> np.ndarray | None:
     """log((1 - rho) t_q) at the levels Z from one row of P(T > t), or None if not covered.
 
     Near rho = 1 the transform resolves P(T > t) only to ~1e-6 absolute at the huge t of the far
@@ -142,7 +142,7 @@ def build_family(discipline: str, family: str, layers: range | None = None) -> n
 
 def check(discipline: str, family: str, levels=(0.5, 0.9, 0.99, 0.999), step: int = 2) -> None:
     """Table against the direct computation midway between nodes (every ``step``-th cell)."""
-    spline = table_mod._interpolators(discipline)[family][0]
+    spline = table_mod._interpolators(discipline)[family][-1].spline   # the main table (the last piece)
     model = ps if discipline == "ps" else fcfs
     lr = np.log(RHO / (1 - RHO))
     with np.load(table_mod.path(discipline)) as data:

@@ -69,13 +69,7 @@ def queue_quantile(discipline, q, lam, servers, svc, slices=1, admission="fifo",
         from .. import _quantile_table, fcfs
         # One core, lognormal or gamma: the shipped table of exact M/G/1 quantiles (interpolation
         # error <= 0.2 %, see from_percentiles); the rest, and points off the table, exactly.
-        x = _quantile_table.tabled_quantile("fcfs", q, lam, svc, servers)
-        if x is None:
-            return np.asarray(fcfs.response_quantile(q, lam, svc, servers), dtype=float)
-        miss = np.isnan(x)
-        if miss.any():
-            x = np.where(miss, np.asarray(fcfs.response_quantile(q, lam, svc, servers), dtype=float), x)
-        return x
+        return _quantile_table.tabled_or_direct("fcfs", q, lam, svc, servers, fcfs.response_quantile)
     from .. import ps
     return np.asarray(ps.response_quantile(q, lam, svc, servers), dtype=float)
 

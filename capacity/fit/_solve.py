@@ -86,11 +86,14 @@ class SearchSpace:
                 # table covers, to the table's scv range (benchmarks/bench_fit.py measures both).
                 from .._quantile_table import scv_range
 
-                a, b = max(a, _SLOW_PS_SCV[0]), min(b, _SLOW_PS_SCV[1])
                 tabled = scv_range("ps", family)
-                # Lognormal is held to its table: below it the hyper-Erlang fit is poor.  Gamma is
-                # tabled from 0.085 to 5.5 and computed directly (slowly, but right) beyond -- unless
-                # the family is a candidate of a model selection, where minutes per fit are too many.
+                # Nearly constant CPU (fixed-work handlers, scv 0.01-0.1) is reachable wherever a
+                # table reaches down to it.  Lognormal is held to its tables (0.01-25); gamma is
+                # tabled from 0.01 to 5.5 and computed directly (slowly, but right) up to scv 20 --
+                # unless the family is a candidate of a model selection, where minutes per fit are
+                # too many.
+                low = _SLOW_PS_SCV[0] if tabled is None else min(_SLOW_PS_SCV[0], tabled[0])
+                a, b = max(a, low), min(b, _SLOW_PS_SCV[1])
                 if tabled is not None and (family == "lognormal" or tabled_only):
                     a, b = max(a, tabled[0]), min(b, tabled[1])
             lo.append(math.log(a))
