@@ -632,11 +632,12 @@ def response_quantile(q: ArrayLike, arrival_rate: ArrayLike, service: Service | 
     rho 0.6 (-8.4 %).  With many cores at light load nobody shares and the
     quantiles are the service's own, exactly.
 
-    **Near-constant CPU on one core** (gamma, Erlang or lognormal with scv below 0.1; fixed-work
-    handlers): conditioned on the tagged request's exact size, the others as the two-moment
-    Erlang mixture of the same law (Erlang-24 below scv 1/24; :mod:`capacity._ps_near_constant`).
-    Exact where that mixture is the law (Erlang-k, k <= 24: 1e-5 against the general transform).
-    Against exact PS simulation (2e7 s runs, 99 % batch-means half-widths in brackets)::
+    **Near-constant CPU on one core** (gamma and Erlang below scv 0.16, lognormal below 0.8;
+    fixed-work handlers): conditioned on the tagged request's exact size, the others as the
+    two-moment Erlang mixture of the same law (Erlang-24 below scv 1/24;
+    :mod:`capacity._ps_near_constant`).  Exact where that mixture is the law (Erlang-k, k <= 24:
+    1e-5 against the general transform).  Against exact PS simulation (2e7 s runs, 4e7 s at
+    rho 0.98-0.99; 99 % batch-means half-widths in brackets)::
 
         service              rho   p50            p90            p99            p99.9
         gamma scv 0.002      0.3   -0.0% (0.0%)   -0.1% (0.2%)   +0.1% (0.4%)   -0.1% (1.3%)
@@ -646,12 +647,31 @@ def response_quantile(q: ArrayLike, arrival_rate: ArrayLike, service: Service | 
         lognormal scv 0.002  0.05  -0.0% (0.0%)   -0.1% (0.2%)   +0.5% (0.2%)   +0.9% (1.2%)
         lognormal scv 0.05   0.8   +0.3% (0.3%)   +0.3% (0.6%)   +0.4% (1.0%)   +0.9% (2.0%)
         lognormal scv 0.09   0.9   +0.1% (0.6%)   +0.4% (0.8%)   +1.5% (1.4%)   +2.9% (2.1%)
+        lognormal scv 0.15   0.8   -0.0% (0.3%)   -0.1% (0.5%)   -0.6% (0.6%)   -0.9% (1.3%)
+        lognormal scv 0.3    0.8   -0.0% (0.4%)   +0.1% (0.5%)   -0.3% (0.7%)   -0.4% (0.9%)
+        lognormal scv 0.5    0.9   -0.0% (0.8%)   +0.0% (1.2%)   +0.1% (1.8%)   -0.1% (3.1%)
+        lognormal scv 0.46   0.98  -0.3% (2.6%)   +0.4% (2.9%)   +1.9% (3.8%)   +3.9% (4.5%)
+        lognormal scv 0.8    0.9   -0.0% (0.9%)   +0.2% (1.3%)   +0.2% (2.0%)   +0.1% (3.1%)
+        lognormal scv 0.8    0.99  +0.1% (6.4%)   +0.3% (9.1%)   -0.2% (12%)    -1.6% (13%)
+
+    The hyper-Erlang path these lognormal laws took before was 2-4 % off at rho 0.8 (scv 0.15:
+    -2.0 % / -3.6 % at p99 / p99.9).  The tagged sizes are integrated on equally spaced nodes at
+    most a quarter of the law's standard deviation apart (at least 161, at most 1281): with 161
+    over the whole range the wide laws were up to 13 % off at rho 0.99 (lognormal scv 0.46, p50).
 
     (``tests/test_ps_near_constant.py``.)  Before, these laws were answered by a hyper-Erlang
     of 16-24 phases: scv 0.01 and 0.002 gave one answer, 11 % high at p50 (scv 0.002, rho 0.3).
     Below utilisation 0.1, ``P(T > t)`` of such a law is resolved to about 1e-6 absolute (the
     inversion rings at the near-steps of the others' CPU), so quantiles beyond q = 1 - 1e-5
-    there are not reliable.
+    there are not reliable.  This computation costs 0.1-0.5 s per point, so gamma from scv 0.01
+    and lognormal from 0.01 come from a **table of it** (``ps_near_constant_quantiles.npz``,
+    ``tools/build_near_constant_table.py``: 44 utilisations x 9 gamma / 13 lognormal scv values x
+    72 levels), blended into the main table over gamma scv 0.117-0.16 and lognormal 0.67-0.8.
+    Against the computation midway between its nodes (``--check``, 220 points, q = 0.1-0.9999):
+    median 1e-5; within 0.3 % at every level except p99-p99.9 at light load (up to 0.8 %, rho
+    below 0.01 at scv 0.012: the knee of a nearly deterministic law) and p10 at rho 0.999
+    (2 %, lognormal scv 0.46).  At its nodes within 0.45 % (the build's inversion of
+    ``P(T > t)`` on 224 times).
 
     (The former three-moment fit was off by +31 % / -23 % / +20 % at
     p50 / p99 / p99.9 for lognormal scv 4 at rho 0.5: the PS tail depends
@@ -664,7 +684,11 @@ def response_quantile(q: ArrayLike, arrival_rate: ArrayLike, service: Service | 
     :func:`response_sf` solves the same spline for the level), because the
     direct computation is slow for these laws (``benchmarks/bench_ps.py``).
     Points off the table (rho > 0.999, scv outside, q beyond the levels) are
-    computed directly.  At the nodes the table reproduces the direct
+    computed directly.  Below these scv values the near-constant table above answers (the
+    lognormal row at scv 0.469 below was measured on this main table, before it).  No tabled
+    answer is below the service's own quantile (T >= S): at light load the spline dipped up to
+    4.5 % below it (lognormal scv 3, p99, rho 0.001-0.03), and the floor holds it there.
+    At the nodes the table reproduces the direct
     computation (to 0.2 %); between them it is smoother than it: the
     hyper-Erlang fit changes structure with scv, so the direct result jumps
     by a few per cent between nearby scv values (at light load, where

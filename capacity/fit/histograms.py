@@ -20,7 +20,8 @@ from ..exceptions import FitWarning, IdentifiabilityWarning
 from ._inputs import check_percentile_options
 from ._intervals import WaldIntervals
 from ._model import MEASURED_AT, SCV_DOMAIN, TWO_PARAM, QueueModel, check_measured_at, make_service, measured_quantiles
-from ._selection import candidate_families, candidate_grid, select
+from ._rr_candidates import rr_can_be_told, rr_candidates
+from ._selection import candidate_families, candidate_grid, qaic_scores, select
 from ._solve import unpack_parameters
 from ._fitted import PercentileFit, servers_text
 
@@ -349,8 +350,12 @@ def from_histograms(
     the dispersion ``G / df`` of the candidate with the most parameters, at least 1: the
     quasi-likelihood AIC for overdispersed counts, Burnham and Anderson 2002, sec. 6.5).
     ``candidates_`` lists them with ``delta_qaic`` and Akaike weights
-    ``exp(-delta / 2)`` normalised; the summary names the runner-up.  rr is a candidate only
-    when given (its quantiles cost ~1 s per evaluation).
+    ``exp(-delta / 2)`` normalised; the summary names the runner-up.  Event-loop round robin
+    joins the candidates when the data can tell it apart (the best PS/FCFS candidate's dispersion
+    ``G / df`` above 8, the windows' loads spanning a factor 1.5, latencies not in-process): for
+    each admission rule its slice count is profiled over 2-50 (one more free parameter) with
+    the best candidate's family and delay, and ``slices_range_`` holds the counts the data cannot
+    tell apart (``capacity.fit._rr_candidates``).
 
     Fit quality: with tens of thousands of requests per window the G statistic rejects every
     model (a queue's latencies are correlated, and the models are accurate to a few per cent,
@@ -409,6 +414,17 @@ def from_histograms(
     for d, f, dl in candidates:
         opts = check_percentile_options(d, f, dl, scv, confidence, max_nfev, slices, admission, slice_delay)
         fits.append(_fit_one(data, opts, measured_at))
+    if discipline is None:
+        top = fits[int(np.argmin(qaic_scores([f.deviance_ for f in fits], [f._n_free for f in fits],
+                                             [f.degrees_of_freedom_ for f in fits])[0]))]
+        if rr_can_be_told(data, measured_at, top):
+            # Event-loop round robin lies between them: with the best family and delay so far, its
+            # slice count profiled, for either admission rule.
+            _, f, dl = candidates[fits.index(top)]
+            options = {"scv": scv, "confidence": confidence, "max_nfev": max_nfev, "slice_delay": slice_delay}
+            for fit, label in rr_candidates(_fit_one, data, measured_at, f, dl, options):
+                fits.append(fit)
+                candidates = [*candidates, label]
     best = fits[0]
     if len(fits) > 1:
         best = select(fits, candidates, [f.deviance_ for f in fits], [f._n_free for f in fits],
