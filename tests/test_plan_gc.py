@@ -5,6 +5,10 @@ References: the article's numbers (3 processes saturating at 320 QPS, GC 27.5 % 
 prediction (1 - 0.0714) / (1 - 0.275) - 1 = 28.1 % worked by hand; Gaver's (1962) completion-time
 moments checked by Monte Carlo; Pollaczek-Khinchine for the pause part of the mean wait; the exact
 M/G/1 FCFS with the law of simulated S_eff samples (an empirical service) for the choice of law.
+The timeout fraction: a simulation of the queue with Poisson pauses; far in the pause tail, the
+hand-worked hypoexponential closed form for exponential pauses on M/M/1, scipy's adaptive
+quadrature of the residual-pause density P(V > s) / E[V] (Kleinrock 1975, 5.2) for gamma pauses,
+and a seeded Monte Carlo of the model's own shadow assumptions.
 """
 from __future__ import annotations
 
@@ -13,6 +17,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as hst
 
 from capacity import Service, fcfs, plan
 from capacity.plan import gc_whatif
@@ -281,3 +287,113 @@ def test_jvm_bad_inputs():
         jvm_gc_whatif(0.004, 1, 27, 30.0, servers=2)                 # more pause CPU than CPU used
     with pytest.raises(ValueError, match="timeout"):
         gc_whatif(0.01, 0.1, 0.05, None, timeout=-1.0)
+
+
+# ------------------------------------------------------------------------------------------------
+# The timeout fraction far in the pause law's tail: P(R_0 + D_e > T) beyond a few mean pauses
+
+def _jvm_mm1(timeout, pause_scv=1.0):
+    """The article's 27 pauses of 560 ms per minute on one core at 100 QPS x 4 ms (40 % busy)."""
+    return jvm_gc_whatif(0.004, 100.0, 27, 0.560, servers=1, timeout=timeout, pause_scv=pause_scv,
+                         slo={0.99: 1.0}).table.loc["before", "timeout_fraction"]
+
+
+# By hand: 0.56 s of pause per 60 s is the paused share; the 0.4 CPU s/s the service uses include
+# it, so the work between pauses loads the core rho_x = 0.4 - 0.56/60.  A share q = paused / (1 - rho_x)
+# of arrivals falls in a shadow.  R_0 is M/M/1 with E[X] = rho_x / 100 at 100 / (1 - paused) arrivals
+# per s, so P(R_0 > t) = exp(-a t); exponential pauses make the residual pause D_e exponential of the
+# same mean (b = 27 / 0.56 per s), and R_0 + D_e is hypoexponential.
+_PAUSED = 0.560 / 60
+_RHO_X = 0.4 - _PAUSED
+_Q = _PAUSED / (1 - _RHO_X)
+_A = 100 / _RHO_X - 100 / (1 - _PAUSED)
+_B = 27 / 0.560
+
+
+@pytest.mark.parametrize("timeout", [0.02, 0.05, 0.1, 0.13, 0.3, 0.5])
+def test_timeout_fraction_exponential_pauses_closed_form(timeout):
+    # 0.1 s and beyond lie past the 98th percentile of the residual pause (3.9 x 20.7 ms = 81 ms);
+    # 0.5 s is 24 mean pauses.
+    t = timeout
+    late = (_A * np.exp(-_B * t) - _B * np.exp(-_A * t)) / (_A - _B)
+    expected = (1 - _Q) * np.exp(-_A * t) + _Q * late
+    assert _jvm_mm1(t) == pytest.approx(expected, rel=1e-9)
+
+
+@pytest.mark.parametrize("pause_scv", [0.25, 4.0])
+@pytest.mark.parametrize("timeout", [0.03, 0.13, 0.3])
+def test_timeout_fraction_gamma_pauses_by_adaptive_quadrature(pause_scv, timeout):
+    """Gamma pauses against scipy's adaptive quadrature of the definition: D_e has density
+    P(V > s) / E[V] (Cox 1962, 5.2), so P(R_0 + D_e > T) = int_T^inf P(V > s) ds / E[V]
+    + int_0^T P(V > s) / E[V] exp(-a (T - s)) ds."""
+    from scipy import integrate, stats
+
+    v = 0.560 / 27
+    pause = stats.gamma(1 / pause_scv, scale=v * pause_scv)
+    tail = integrate.quad(pause.sf, timeout, np.inf, epsabs=0, epsrel=1e-12, limit=200)[0] / v
+    body = integrate.quad(lambda s: pause.sf(s) / v * np.exp(-_A * (timeout - s)), 0, timeout, epsabs=0,
+                          epsrel=1e-12, limit=200)[0]
+    expected = (1 - _Q) * np.exp(-_A * timeout) + _Q * (tail + body)
+    assert _jvm_mm1(timeout, pause_scv) == pytest.approx(expected, rel=1e-8)
+
+
+def _shadow_model_monte_carlo(q, rho_x, pause, a, timeouts, seed, shadows=200_000, requests=1_000_000):
+    """The model's own assumptions sampled (the timeout fraction of gc_whatif's Notes): pause
+    shadows of length V / (1 - rho_x), V exponential, start at the events of a Poisson stream in
+    the time outside the shadows (exponential gaps, the mean set so that shadows cover a share q
+    of the time); requests arrive uniformly on that time line; one arriving t into a shadow waits
+    out the rest of the backlog, V - (1 - rho_x) t, on top of its own response R_0 ~ Exp(a) of
+    the queue without pauses.  Returns the share over each timeout."""
+    rng = np.random.default_rng(seed)
+    v = rng.exponential(pause, shadows)
+    length = v / (1 - rho_x)
+    gap = rng.exponential(pause / (1 - rho_x) * (1 - q) / q, shadows)
+    start = np.cumsum(gap + length) - length
+    arrival = rng.uniform(0.0, start[-1] + length[-1], requests)
+    k = np.searchsorted(start, arrival, "right") - 1                     # the last shadow begun
+    into = arrival - start[np.maximum(k, 0)]
+    inside = (k >= 0) & (into < length[np.maximum(k, 0)])
+    delay = np.where(inside, v[np.maximum(k, 0)] - (1 - rho_x) * into, 0.0)
+    response = rng.exponential(1 / a, requests) + delay
+    return np.array([(response > t).mean() for t in timeouts])
+
+
+def test_timeout_fraction_against_a_monte_carlo_of_its_model():
+    """8 seeded replications of 10^6 requests on 2 x 10^5 shadows; the model within the 99 %
+    t-interval of their mean, at 2, 4 and 6 mean pauses (4 and 6 lie past the 98th percentile of
+    the residual pause, 3.9 mean pauses)."""
+    lam, cpu, wall_rate, pause = 50.0, 0.004, 2.0, 0.05       # exponential pauses, 1 core
+    rho_x, paused = lam * cpu, wall_rate * pause
+    q, a = paused / (1 - rho_x), 1 / cpu - lam / (1 - paused)
+    timeouts = np.array([0.1, 0.2, 0.3])
+    fr = np.array([_shadow_model_monte_carlo(q, rho_x, pause, a, timeouts, seed) for seed in range(8)])
+    mean, half = fr.mean(axis=0), 3.50 * fr.std(axis=0, ddof=1) / np.sqrt(len(fr))
+    rho = rho_x + paused
+    kw = dict(arrival_rate=lam, pause_scv=1.0, slo={0.99: 1.0})
+    model = np.array([gc_whatif(rho / lam, paused / rho, pause, None, timeout=t, **kw).table.loc[
+        "before", "timeout_fraction"] for t in timeouts])
+    assert np.all(np.abs(model - mean) <= half), (model, mean, half)
+    assert np.all(half < 0.1 * mean)                                 # the interval can tell 10 % apart
+
+
+@settings(max_examples=40, deadline=None)
+@given(cpu=hst.floats(0.001, 0.02), rho_x=hst.floats(0.05, 0.85), paused=hst.floats(0.001, 0.1),
+       pause=hst.floats(0.005, 0.5), pause_scv=hst.sampled_from([0.0, 0.05, 0.5, 1.0, 2.0, 4.0]),
+       servers=hst.integers(1, 4), timeout=hst.floats(0.001, 2.0), factor=hst.floats(1.05, 3.0))
+def test_timeout_fraction_falls_with_the_timeout_and_stays_positive(cpu, rho_x, paused, pause, pause_scv,
+                                                                  servers, timeout, factor):
+    from scipy import stats
+
+    rho = rho_x + paused
+    assume(rho < 0.95)
+    lam = rho_x * servers / cpu
+    kw = dict(servers=servers, arrival_rate=lam, pause_scv=pause_scv, slo={0.99: 10.0})
+    f = [gc_whatif(rho * servers / lam, paused / rho, pause, None, timeout=t, **kw).table.loc["before",
+                                                                                           "timeout_fraction"]
+         for t in (timeout, factor * timeout)]
+    assert 0.0 <= f[1] <= f[0] <= 1.0
+    # The pause law's mass beyond the longer timeout (while a double can hold it) keeps the share > 0.
+    beyond = (pause > factor * timeout if pause_scv == 0
+              else stats.gamma.sf(factor * timeout, 1 / pause_scv, scale=pause * pause_scv) > 1e-250)
+    if beyond:
+        assert f[1] > 0.0
