@@ -78,6 +78,12 @@ MOVES: dict[str, list[Group]] = {
               setup=[("discipline", "rr")]),
         Group("rr: cores (ps tables built at start)", [("servers", c) for c in (6, 8, 3)],
               setup=[("discipline", "rr")]),
+        Group("ps: variability, one core (shipped tables; constant CPU built at start)",
+              [("scv", 4.0), ("scv", 0.0), ("scv", 0.25), ("scv", 8.0)], repeat=2),
+        Group("rr: variability, one core (fcfs and ps tables blended)", [("scv", 2.0), ("scv", 0.5), ("scv", 0.0)],
+              repeat=2, setup=[("discipline", "rr")]),
+        Group("ps: variability on 2 cores, on release, first visit (M/G/c-PS curve computed)", [("scv", 0.5)],
+              setup=[("servers", 2)]),
     ],
     "03": [
         Group("every slider, first visit (package calls afresh)",

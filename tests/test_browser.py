@@ -196,6 +196,26 @@ def test_notebook_02_cpu_slider(browser, voila, tmp_path):
     assert (tmp_path / "notebook02.png").stat().st_size > 10_000
 
 
+def test_notebook_02_variability_slider_under_ps(browser, voila, tmp_path):
+    """Under the default event loop (PS), move the CPU variability from 1 to 2: the slider is live (it used to
+    be disabled and forced back to exponential) and the ceiling is plan.qps_ceiling's for a lognormal scv 2."""
+    from capacity import Service, plan
+
+    page = _open(browser, voila("02_qps_ceiling.ipynb"))
+    readout = page.locator(".capacity-slider-scv .widget-readout")
+    assert readout.inner_text() == "1 (exponential)"
+    before = _value(page, "ceiling_qps")
+    _move_slider(page, "scv", presses=1)
+    sync_api.expect(readout).to_have_text("2")   # one ArrowRight press: 1 -> 2
+    exact = plan.qps_ceiling(Service.from_moments(0.010, 2.0), 1, {0.99: 0.100}, discipline="ps")
+    shown = _wait_for_readout(page, "ceiling_qps", f"{exact.qps:,.1f}")
+    # Read off the curve of the shipped PS table (checked against plan.qps_ceiling in the notebook).
+    assert shown != before and abs(float(shown.replace(",", "")) - exact.qps) <= 0.1, (before, shown, exact.qps)
+    # ps is still the discipline: the move did not put the variability back to exponential.
+    page.wait_for_timeout(500)
+    assert readout.inner_text() == "2" and _value(page, "ceiling_qps") == shown
+
+
 def test_notebook_09_hit_ratio_slider(browser, voila, tmp_path):
     """Raise the hit ratio from 90 to 92 %; the ceiling and the expiry verdict must be the package's for 92 %."""
     from capacity import plan
