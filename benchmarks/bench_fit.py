@@ -161,8 +161,10 @@ def grid() -> None:
             kw = dict(discipline=d, family=family, delay=None)
             if d == "rr":
                 kw.update(slices=5)
-            tracemalloc.start()
             ms, res = best_ms(lambda o=obs, k=kw: from_percentiles(o, lam, **k), 2)
+            # Memory in a separate run: tracemalloc slows Python-heavy paths several times.
+            tracemalloc.start()
+            from_percentiles(obs, lam, **kw)
             peak = tracemalloc.get_traced_memory()[1] / 2**20
             tracemalloc.stop()
             err = res.cpu_per_request_ / MEAN - 1

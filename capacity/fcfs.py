@@ -694,6 +694,8 @@ def _solve(func: Callable[[np.ndarray], np.ndarray], q: np.ndarray, lo: np.ndarr
 _NEWTON_DONE = 1e-7  # |Newton step| in ln t below which one more step lands within ~1e-14
 _NEWTON_ITERATIONS = 60
 _NEWTON_RESIDUAL = 1e-6  # |ln P(X > t) - ln(1 - q)| accepted with a tiny step
+_NEWTON_FAR = 2.0        # |ln P(X > t) - ln(1 - q)| beyond which ...
+_NEWTON_CRAWL = 1e-3     # ... a Newton step below this (in ln t) is no progress: bisect or jump
 
 
 def _newton_quantile(sf_dens: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]],
@@ -732,7 +734,11 @@ def _newton_quantile(sf_dens: Callable[[np.ndarray, np.ndarray], tuple[np.ndarra
         newton_ok = np.isfinite(new) & (slope > 0) & (new > aa) & (new < bb) & (np.abs(step) < 3.0)
         # A vanishing step far from the root (a far tail below the inversion's noise, where a
         # noisy density dwarfs P(X > t)) makes no progress: bisect instead.
-        stalled = (np.abs(step) < _NEWTON_DONE) & (np.abs(g) >= _NEWTON_RESIDUAL)
+        # So does a crawl: started in a far tail where P(X > t) is below the inversion's absolute
+        # accuracy (~1e-13), the noisy density makes the hazard look huge and every step tiny (a
+        # near-constant CPU time at light load took 60 steps of 0.004 there and stopped short).
+        stalled = (((np.abs(step) < _NEWTON_DONE) & (np.abs(g) >= _NEWTON_RESIDUAL))
+                   | ((np.abs(step) < _NEWTON_CRAWL) & (np.abs(g) > _NEWTON_FAR)))
         newton_ok &= ~stalled
         fallback = np.where(np.isfinite(aa) & np.isfinite(bb), 0.5 * (aa + bb), np.where(below, ua + 1.5, ua - 1.5))
         new = np.where(newton_ok, new, fallback)
@@ -743,8 +749,21 @@ def _newton_quantile(sf_dens: Callable[[np.ndarray, np.ndarray], tuple[np.ndarra
         active = active[~done]
         if active.size == 0:
             break
-    else:  # pragma: no cover - not reached in the tests; keep the best estimate
-        out[active] = np.exp(u[active])
+    else:
+        # Never return an unconverged iterate: finish the bracketed ones by bisection, and say
+        # NaN where no bracket was found (the callers' tests assert none is).
+        out[active] = np.nan
+        closed = active[np.isfinite(a[active]) & np.isfinite(b[active])]
+        if closed.size:
+            lo_u, hi_u = a[closed].copy(), b[closed].copy()
+            for _ in range(60):
+                mid = 0.5 * (lo_u + hi_u)
+                sf, _ = sf_dens(closed, np.exp(mid))
+                below = _neg_log_sf(sf) < target[closed]
+                lo_u, hi_u = np.where(below, mid, lo_u), np.where(below, hi_u, mid)
+                if np.all(hi_u - lo_u < 1e-13):
+                    break
+            out[closed] = np.exp(0.5 * (lo_u + hi_u))
     return out
 
 

@@ -5,6 +5,7 @@ Usage (from the repository root)::
 
     python tools/build_near_constant_table.py gamma lognormal     # ~20 min of CPU per family
     python tools/build_near_constant_table.py --check gamma         # error between the nodes
+    python tools/build_near_constant_table.py fcfs gamma lognormal  # the FCFS one (exact M/G/1, ~2 min)
 
 Why a second PS table
 ---------------------
@@ -52,7 +53,11 @@ table_mod.disabled = True   # computed directly, never from an old table
 RHO = 1.0 / (1.0 + np.exp(-np.linspace(np.log(0.001 / 0.999), np.log(0.999 / 0.001), 44)))
 Z = np.linspace(np.log(-np.log1p(-0.001)), np.log(-np.log(1e-6)), 72)
 SCV = {"gamma": np.geomspace(0.01, 0.16, 9), "lognormal": np.geomspace(0.01, 0.8, 13)}
+# FCFS (exact M/G/1): its main table starts at scv 0.04; below it the exact computation costs
+# ~5 ms per point (rr's FCFS half of a fixed-work handler's fit: 0.6 s).
+SCV_FCFS = {"gamma": np.geomspace(0.01, 0.06, 6), "lognormal": np.geomspace(0.01, 0.06, 6)}
 OUT = ROOT / "capacity" / "tables" / "ps_near_constant_quantiles.npz"
+OUT_FCFS = ROOT / "capacity" / "tables" / "fcfs_near_constant_quantiles.npz"
 BUILD = ROOT / "build" / "ps_near_tables"
 BODY_POINTS = 64     # times over the CPU time's own range
 TAIL_POINTS = 160    # log-spaced times from the CPU time's median into the tail
@@ -125,6 +130,26 @@ def main(families: list[str]) -> None:
     print(f"wrote {OUT.relative_to(ROOT)} with {', '.join(families)}")
 
 
+def build_fcfs(families: list[str]) -> None:
+    """The FCFS table of nearly constant CPU: exact M/G/1 quantiles (:func:`capacity.fcfs.response_quantile`)
+    at the levels directly, on the same utilisations and levels."""
+    from capacity import fcfs
+
+    q = -np.expm1(-np.exp(Z))
+    arrays = {}
+    for fam in families:
+        layers = []
+        for scv in SCV_FCFS[fam]:
+            t0 = time.perf_counter()
+            t = np.asarray(fcfs.response_quantile(q[None, :], RHO[:, None], getattr(Service, fam)(1.0, float(scv))))
+            layers.append(np.log(t) + np.log1p(-RHO)[:, None])
+            print(f"fcfs {fam} scv={scv:.4g}: {time.perf_counter() - t0:.1f} s", flush=True)
+        arrays[f"scv_{fam}"] = SCV_FCFS[fam]
+        arrays[f"log_scaled_{fam}"] = np.stack(layers, axis=1).astype(np.float32)
+    np.savez_compressed(OUT_FCFS, rho=RHO, z=Z, **arrays)
+    print(f"wrote {OUT_FCFS.relative_to(ROOT)} with {', '.join(families)}")
+
+
 def check(family: str, levels=(0.1, 0.5, 0.7, 0.9, 0.99, 0.999, 0.9999), step: int = 2) -> None:
     """The shipped table (as the package reads it) against the direct computation midway
     between its nodes (every ``step``-th cell)."""
@@ -153,6 +178,8 @@ if __name__ == "__main__":
     if args[:1] == ["--check"] and len(args) > 1:
         for fam in args[1:]:
             check(fam)
+    elif args[:1] == ["fcfs"] and all(a in SCV_FCFS for a in args[1:]):
+        build_fcfs(args[1:])
     elif args and all(a in SCV for a in args):
         main(args)
     else:
