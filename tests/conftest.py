@@ -32,3 +32,18 @@ def idle_constants(request, monkeypatch):
         rows = rr._IDLE_Q.shape[0]
         monkeypatch.setattr(rr, "_IDLE_Q", np.linspace(0.2, 0.6, n)[None, :] + 0.1 * np.arange(rows)[:, None])
     return request.param
+
+
+@pytest.fixture
+def direct(monkeypatch):
+    """Run a function with the shipped quantile tables disabled: the direct computation they
+    interpolate (the reference of test_quantile_table.py and test_ps_near_constant_table.py)."""
+    from capacity import _quantile_table
+
+    def run(func, *args, **kw):
+        monkeypatch.setattr(_quantile_table, "disabled", True)
+        try:
+            return np.asarray(func(*args, **kw), dtype=float)
+        finally:
+            monkeypatch.setattr(_quantile_table, "disabled", False)
+    return run

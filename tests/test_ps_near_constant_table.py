@@ -20,18 +20,6 @@ pytestmark = pytest.mark.skipif(not table.near_constant_path("ps").exists(),
                                 reason="shipped near-constant PS table missing")
 
 
-@pytest.fixture
-def direct(monkeypatch):
-    """Run capacity.ps without the tables (the reference computation)."""
-    def run(func, *args, **kw):
-        monkeypatch.setattr(table, "disabled", True)
-        try:
-            return np.asarray(func(*args, **kw), dtype=float)
-        finally:
-            monkeypatch.setattr(table, "disabled", False)
-    return run
-
-
 def _grid():
     with np.load(table.near_constant_path("ps")) as data:
         return {k: data[k] for k in data.files}

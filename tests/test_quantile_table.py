@@ -17,18 +17,6 @@ from capacity import _quantile_table as table
 needs_ps = pytest.mark.skipif(not table.path("ps").exists(), reason="shipped PS table missing")
 
 
-@pytest.fixture
-def direct(monkeypatch):
-    """Run capacity.ps without the table (the reference computation)."""
-    def run(func, *args, **kw):
-        monkeypatch.setattr(table, "disabled", True)
-        try:
-            return np.asarray(func(*args, **kw), dtype=float)
-        finally:
-            monkeypatch.setattr(table, "disabled", False)
-    return run
-
-
 def _mid(grid: np.ndarray, i: int, log: bool = True) -> float:
     """Midpoint between grid nodes i and i + 1 (geometric for log-spaced grids)."""
     return float(np.sqrt(grid[i] * grid[i + 1]) if log else 0.5 * (grid[i] + grid[i + 1]))
