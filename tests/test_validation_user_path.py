@@ -111,5 +111,45 @@ def test_the_short_user_path_runs_and_reports(tmp_path):
         assert 4.5 < row["cpu_per_request_ms"] < 7.5, row
         assert row["pred_p99_low_ms"] <= row["pred_p99_ms"] <= row["pred_p99_high_ms"], row
         assert row["requests"] > 1000 and 0.5 < row["measured_util"] < 0.95, row
+    # The crossing of a p99 threshold, one per histogram, between the two measured p99s.
+    assert [c["histogram"] for c in summary["crossings"]] == ["in_process", "proxy"]
+    lo, hi = sorted(r["p99_ms"] for r in summary["rows"][::2])
+    for c in summary["crossings"]:
+        assert lo <= c["threshold_ms"] <= hi, c
     assert (tmp_path / "user_path.png").stat().st_size > 0
     assert "HistogramFit" in (tmp_path / "user_path.txt").read_text()
+
+
+def test_the_p99_crossing_against_an_mm1_worked_by_hand():
+    """The crossing of the geometric mean of two measured p99s, on an M/M/1 whose p99 is
+    ``ln(100) / (mu - lambda)``: the predicted crossing is the root ``mu - ln(100) / threshold``
+    (to the grid's interpolation), its band brackets it, the measured one is the log-linear
+    interpolation between the points (their mean rate), and utilisations use the measured CPU."""
+    up = _user_path()
+    mu = 100.0                                          # 10 ms CPU
+
+    def p99(rate):
+        return np.log(100.0) / (mu - np.asarray(rate, dtype=float))
+
+    class Fit:
+        cpu_per_request_ = 1.0 / mu
+
+        def predict(self, q, rate, interval):
+            from capacity.fit import Prediction
+
+            est = p99(rate)
+            return Prediction(est, 0.9 * est, 1.1 * est)
+
+    rows = [{"rate": r, "p99_ms": 1e3 * float(p99(r)), "measured_util": 1.02 * r / mu} for r in (80.0, 70.0)]
+    got = up.p99_crossing(Fit(), rows)
+    threshold = float(np.sqrt(p99(70.0) * p99(80.0)))
+    assert got["threshold_ms"] == pytest.approx(1e3 * threshold)
+    root = mu - np.log(100.0) / threshold
+    assert got["predicted_util"] == pytest.approx(1.02 * root / mu, rel=2e-4)
+    assert got["measured_util"] == pytest.approx(1.02 * 75.0 / mu, rel=1e-12)
+    assert got["error"] == pytest.approx(root / 75.0 - 1, rel=1e-3)
+    # The high band reaches the threshold first (lower utilisation), the low band last.
+    assert got["predicted_util_low"] < got["predicted_util"] < got["predicted_util_high"]
+    assert (mu - np.log(100.0) / (threshold / 1.1)) * 1.02 / mu == pytest.approx(got["predicted_util_low"], rel=2e-4)
+    flat = up.p99_crossing(Fit(), [dict(rows[0], p99_ms=5.0), dict(rows[1], p99_ms=6.0)])
+    assert np.isnan(flat["error"]) and "did not rise" in flat["note"]

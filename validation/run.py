@@ -1060,6 +1060,8 @@ def parse_args(argv=None):
                    help="no measuring: recompute the predictions of the sweep in DIR with the current models")
     a = p.parse_args(argv)
     q = a.quick
+    # The user path has its own defaults (validation/user_path.py): it takes only what was given.
+    a.given_repeats, a.given_duration = a.repeats, a.duration
     a.utils = [float(x) for x in a.utils.split(",")] if a.utils else ([0.3, 0.6] if q else [0.4, 0.55, 0.7, 0.8])
     # 6: with three runs at 0.8 the pooled minutes' luck (their arrival samples) moved a
     # Poisson-based mean by up to 10 % and a p99 by up to 28 % while the model replayed on the
@@ -1096,7 +1098,8 @@ def main(argv=None) -> int:
 
         out = Path(args.out) if args.out else HERE / ("results-user-path" + ("-quick" if args.quick else ""))
         user_path.run(out, quick=args.quick, seed=args.seed,
-                      handlers=args.handlers.split(",") if args.handlers else None)
+                      handlers=args.handlers.split(",") if args.handlers else None,
+                      repeats=args.given_repeats, peak_s=args.given_duration)
         return 0
     res = repredict(args) if args.repredict else sweep(args)
     pts = [r for r in res["points"] if r.get("kind") == "point"]
