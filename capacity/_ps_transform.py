@@ -59,11 +59,22 @@ def _expm(a: np.ndarray) -> np.ndarray:
     out = eye + scaled / 14.0
     for k in range(13, 0, -1):
         out = eye + (scaled @ out) / k
+    # Square each matrix its own number of times: squaring the whole stack as often as its
+    # largest norm needs (and keeping the unneeded products out with np.where) cost most of a
+    # deterministic PS evaluation, whose light-load Euler nodes have norms ~100 times the rest.
     jmax = int(j.max()) if j.size else 0
+    if jmax == 0:
+        return out
+    flat_out = out.reshape((-1, d, d))
+    flat_j = j.reshape(-1)
     for i in range(jmax):
-        sq = out @ out
-        out = np.where((i < j)[..., None, None], sq, out)
-    return out
+        idx = np.flatnonzero(flat_j > i)
+        if idx.size == flat_j.size:
+            flat_out = flat_out @ flat_out
+        else:
+            part = flat_out[idx]
+            flat_out[idx] = part @ part
+    return flat_out.reshape(out.shape)
 
 
 # ---------------------------------------------------------------------------

@@ -178,19 +178,29 @@ class _SfEvaluator:
 
 
 def _solve_quantile(ev: _SfEvaluator, target: np.ndarray, guess: np.ndarray,
-                    iterations: int = 60) -> np.ndarray:
+                    iterations: int = 60, floor: np.ndarray | None = None) -> np.ndarray:
     """t with -log P(T > t) = target on flat arrays (NaN target: skipped).
 
     Safeguarded Newton on u = log t for F(u) = -log P(T > e^u), whose slope
     F'(u) = t f(t) / P(T > t) comes from the same transform evaluations (the
     density is the inverse of the LST itself).  A bracket [lo, hi] is kept; a
     step leaving it, or a non-positive slope, falls back to bisection (or to
-    widening by e^2 while one side is still open).
+    widening by e^2 while one side is still open).  Once the bracket is closed, a Newton step
+    that did not halve |F| is replaced by the false-position point of the bracket (kept 1 %
+    inside it): where F has a kink at the root (the density of T jumps, e.g. with deterministic
+    CPU) Newton alone oscillates around it with a slowly shrinking amplitude (60 iterations
+    left one point of ``plan.response_curve`` 1e-6 off).  ``floor``: a known ``t`` with
+    F < 0 (the root lies above it), or None.
     """
     todo = np.isfinite(target)
     u = np.log(np.where(todo, guess, 1.0))
     lo = np.full(u.shape, -np.inf)
+    if floor is not None:
+        lo = np.where(todo, np.log(floor), lo)
     hi = np.full(u.shape, np.inf)
+    f_lo = np.full(u.shape, -np.inf)
+    f_hi = np.full(u.shape, np.inf)
+    f_prev = np.full(u.shape, np.inf)
     for _ in range(iterations):
         if not todo.any():
             break
@@ -199,14 +209,24 @@ def _solve_quantile(ev: _SfEvaluator, target: np.ndarray, guess: np.ndarray,
             f = -np.log(np.maximum(sf, 1e-300)) - target
             slope = np.exp(u) * pdf / np.maximum(sf, 1e-300)
             step = f / slope
-        lo = np.where(todo & (f < 0), u, lo)
-        hi = np.where(todo & (f > 0), u, hi)
+        below, above = todo & (f < 0), todo & (f > 0)
+        lo, f_lo = np.where(below, u, lo), np.where(below, f, f_lo)
+        hi, f_hi = np.where(above, u, hi), np.where(above, f, f_hi)
         new = u - np.clip(np.where(np.isfinite(step), step, 0.0), -2.0, 2.0)
-        inside = np.isfinite(step) & (slope > 0) & (new > lo) & (new < hi)
         closed = np.isfinite(lo) & np.isfinite(hi)
-        fallback = np.where(closed, 0.5 * (lo + hi), np.where(np.isfinite(lo), u + 2.0, u - 2.0))
+        stalled = closed & (np.abs(f) > 0.5 * np.abs(f_prev))
+        inside = np.isfinite(step) & (slope > 0) & (new > lo) & (new < hi) & ~stalled
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            secant = np.where(np.isfinite(f_lo) & np.isfinite(f_hi), hi - f_hi * (hi - lo) / (f_hi - f_lo), np.nan)
+        with np.errstate(invalid="ignore"):   # open brackets: inf - inf, not used below
+            width = hi - lo
+            secant = np.clip(np.where(np.isfinite(secant), secant, 0.5 * (lo + hi)), lo + 0.01 * width,
+                             hi - 0.01 * width)
+            fallback = np.where(closed, np.where(stalled, secant, 0.5 * (lo + hi)),
+                                np.where(np.isfinite(lo), u + 2.0, u - 2.0))
         new = np.where(inside, new, fallback)
         done = (np.abs(new - u) < 1e-8) | (f == 0) | (closed & (hi - lo < 1e-12))
+        f_prev = np.where(todo, f, f_prev)
         u = np.where(todo, new, u)
         todo &= ~done
     return np.exp(u)
@@ -782,5 +802,20 @@ def _direct_quantile(qb: np.ndarray, inp, shape: tuple, stable: np.ndarray) -> n
         guess = np.where(np.isfinite(alt) & (alt > guess), alt, guess)
     except (NotImplementedError, ValueError, TypeError):
         pass
-    res = _solve_quantile(ev, target.ravel(), guess.ravel()).reshape(shape)
+    floor = None
+    if inp.service.family == "deterministic":
+        # T >= S = E[S] and T = E[S] with positive probability (nobody shares the CPU while the
+        # request runs: (1 - rho) exp(-lambda E[S]) on one core), so every level up to that mass
+        # has the quantile E[S] exactly.  The solver would bisect toward that jump of P(T > t)
+        # for ~30 iterations; one evaluation just above it settles those levels and bounds the others.
+        x = np.broadcast_to(np.asarray(inp.service.mean, dtype=float), shape).ravel()
+        floor = x * (1.0 + 1e-9)
+        tf = target.ravel()
+        sf_above = ev.both(floor, np.isfinite(tf))[0]
+        at_atom = np.isfinite(tf) & (-np.log(np.maximum(sf_above, 1e-300)) >= tf)
+        target = np.where(at_atom.reshape(shape), np.nan, target)
+        guess = np.maximum(guess, 1.5 * floor.reshape(shape))
+    res = _solve_quantile(ev, target.ravel(), guess.ravel(), floor=floor).reshape(shape)
+    if floor is not None:
+        res = np.where(at_atom.reshape(shape), x.reshape(shape), res)
     return _at_least_the_service(res, shape, lambda: inp.service.ppf(qb))

@@ -193,6 +193,31 @@ def test_simulated_cold_start_matches_the_fluid_model():
             assert mod == pytest.approx(sim[col].to_numpy(), rel=tol)
 
 
+def test_ps_fluid_overload_by_hand():
+    # No warm-up, 150 requests/s of 10 ms exponential on one core: 150 % utilisation.  Fluid PS with
+    # exponential sizes: dN/dt = lambda - mu min(N, c), so N = c + k (t - t_c) once N > c (k = lambda - c mu,
+    # t_c = -ln(1 - c mu / lambda) / mu).  Every request present gets c / N, so a size x arriving at a
+    # leaves when (c / k) ln(N(t) / N(a)) = x: its response is (N(a) / k)(exp(k x / c) - 1), the
+    # q-quantile with x = E[S] ln(1 / (1 - q)).
+    from capacity import Service
+    from capacity.plan._warmup_model import _Ceilings, _ps_fluid
+
+    lam, mean, mu = 150.0, 0.010, 100.0
+    k, t_c = lam - mu, -math.log(1.0 - mu / lam) / mu
+    r = plan.warmup_transient(lam, mean, 1.0, warmup_time=1.0, discipline="ps", slo={0.5: 1.0, 0.99: 2.0},
+                              horizon=120.0, bucket=1.0)
+    assert r.verdict == "overloaded"
+    a = r.table.index.to_numpy()
+    sel = (a >= 2.0) & (a <= 8.0)
+    for q in (0.5, 0.99):
+        by_hand = (1.0 + k * (a[sel] - t_c)) / k * np.expm1(k * mean * math.log(1.0 / (1.0 - q)))
+        assert r.table[f"p{q * 100:g}_s"].to_numpy()[sel] == pytest.approx(by_hand, rel=2e-3)
+    t = np.linspace(0.0, 60.0, 4001)
+    crowd = _ps_fluid(_law(1.0, None, 1.0), _Ceilings(Service.exponential(mean), 1, {0.5: 1.0}, "ps"), t,
+                      lam * t).crowd
+    assert crowd[t >= 1.0] == pytest.approx(1.0 + k * (t[t >= 1.0] - t_c), rel=2e-3)
+
+
 # ---------------------------------------------------------------------------------------------
 # Rolling deploys
 

@@ -187,6 +187,97 @@ def _fluid_start(t: np.ndarray, n: np.ndarray, law: _Law, mean: float, servers: 
     return law.clock_inverse(virtual)
 
 
+def _survival_table(service: Service) -> tuple[np.ndarray, np.ndarray]:
+    """``(x, P(S > x))`` on a grid dense in the body (linear to the 99.9th percentile) and in the tail
+    (quantiles up to ``1 - 1e-12``), for :func:`numpy.interp`: one scipy call instead of one per step."""
+    tail = 1.0 - np.geomspace(1e-3, 1e-12, 120)
+    x = np.unique(np.concatenate([[0.0], np.linspace(0.0, float(service.ppf(0.999)), 400),
+                                  np.asarray(service.ppf(tail), dtype=float)]))
+    x = x[np.isfinite(x)]
+    return x, np.asarray(service.sf(x), dtype=float)
+
+
+@dataclass(frozen=True)
+class _PSFluid:
+    """The fluid processor-sharing transient on the grid ``t``: the work clock ``u`` (``t``, or ``G(t)``
+    for the time law), the service ``R(u)`` a request present all along has had, each grid time's size
+    multiplier and the number in system."""
+
+    law: _Law
+    time: np.ndarray
+    clock: np.ndarray
+    attained: np.ndarray
+    scale: np.ndarray
+    crowd: np.ndarray
+
+    def _attained_at(self, u: np.ndarray) -> np.ndarray:
+        """``R(u)``, continued past the horizon at the last rate."""
+        last = (self.attained[-1] - self.attained[-2]) / (self.clock[-1] - self.clock[-2])
+        return np.where(u <= self.clock[-1], np.interp(u, self.clock, self.attained),
+                        self.attained[-1] + last * (u - self.clock[-1]))
+
+    def response(self, warm_size: np.ndarray) -> np.ndarray:
+        """Response time of the request arriving at each grid time with warm size ``warm_size`` (columns):
+        it leaves when ``R`` has grown by its size, ``R^-1(R(u) + x s)`` (``R`` increases)."""
+        target = self.attained[:, None] + self.scale[:, None] * np.asarray(warm_size, dtype=float)[None, :]
+        last = (self.attained[-1] - self.attained[-2]) / (self.clock[-1] - self.clock[-2])
+        leave = np.where(target <= self.attained[-1], np.interp(target, self.attained, self.clock),
+                         self.clock[-1] + (target - self.attained[-1]) / max(last, 1e-300))
+        if self.law.by == "time":
+            leave = self.law.clock_inverse(leave)
+        return leave - self.time[:, None]
+
+    def late_share(self, service: Service, timeout: float) -> np.ndarray:
+        """Share of the requests arriving at each grid time still there ``timeout`` s later: the warm size
+        above ``(R(u(t + timeout)) - R(u(t))) / s``."""
+        later = self.time + timeout
+        u = later if self.law.by == "requests" else self.law.clock(later)
+        return np.asarray(service.sf((self._attained_at(u) - self.attained) / self.scale), dtype=float)
+
+
+def _ps_fluid(law: _Law, ceil: _Ceilings, t: np.ndarray, n: np.ndarray) -> _PSFluid:
+    """Fluid processor sharing under the warm-up (see warmup_transient's Notes).
+
+    In the work clock ``u`` (``t`` for the requests law, ``G(t)`` for the time law) every request
+    present is served at the rate ``r(u) = min(1, c / N(u))``; ``R(u) = int r`` is the service any
+    request present all along has had, so a request of size ``x`` arriving at ``u_a`` leaves at
+    ``R^-1(R(u_a) + x)``, and ``N(u) = int lambda(a) P(S s_a > R(u) - R(a)) da`` with ``s_a = m(n_a)``
+    for the requests law (1 for the time law, whose sizes are warm in its clock).  The requests admitted
+    between two grid times form one cohort arriving at the middle (half-step ``R``, and half its mass
+in the step's crowd).  The equation is
+    causal (``N`` now needs ``R`` up to now), so it is marched step by step (Euler) with one vectorised
+    sum over the cohorts per step; a cohort whose attained service passes the 1 - 1e-12 quantile of its
+    size has left and drops out of the sums.
+    """
+    c = ceil.servers
+    clock = t if law.by == "requests" else law.clock(t)
+    scale = law.multiplier(n) if law.by == "requests" else np.ones_like(t)
+    mass = np.diff(n)
+    x_tab, sf_tab = _survival_table(ceil.service)
+    biggest = x_tab[-1]
+    du = np.diff(clock)
+    attained = np.zeros(t.size)       # R at the grid times
+    arrived = np.zeros(t.size)        # R at each cohort's arrival (the middle of its step)
+    crowd = np.zeros(t.size)
+    first = 0                         # cohorts before this one have all left
+    for i in range(t.size - 1):      # causal: each step needs the rate the crowd of the previous one allows
+        if i:
+            arrived[i - 1] = 0.5 * (attained[i - 1] + attained[i])
+            done = (attained[i] - arrived[first:i]) / scale[first:i]
+            while first < i and done[0] > biggest:
+                first += 1
+                done = done[1:]
+            crowd[i] = float(np.dot(mass[first:i], np.interp(done, x_tab, sf_tab, right=0.0)))
+        # The cohort arriving during the step is there half of it on average: counting it so keeps the
+        # work done in the step at c du when all cores are busy (it gets its half-step of service below).
+        present = crowd[i] + 0.5 * mass[i]
+        rate = 1.0 if present <= c else c / present
+        attained[i + 1] = attained[i] + rate * du[i]
+    done = (attained[-1] - arrived[first:-1]) / scale[first:-1]
+    crowd[-1] = float(np.dot(mass[first:], np.interp(done, x_tab, sf_tab, right=0.0)))
+    return _PSFluid(law, t, clock, attained, scale, crowd)
+
+
 def _transient(law: _Law, ceil: _Ceilings, arrival_rate: float, ramp: float, horizon: float) -> dict:
     """The transient on a grid of ``_GRID`` times in ``[0, horizon]`` (see warmup_transient's Notes)."""
     c, mean, lam = ceil.servers, ceil.mean, arrival_rate
@@ -205,9 +296,15 @@ def _transient(law: _Law, ceil: _Ceilings, arrival_rate: float, ramp: float, hor
     # (reflection principle).  The stationary percentile (inf at rho >= 1) never exceeds that.
     sigma = np.sqrt(lam * admitted * ceil.second_moment) * now / c
     cap = now[:, None] * ceil.service_quantiles[None, :] + (sigma * np.sqrt(t))[:, None] * ceil.z[None, :]
-    resp = delay[:, None] + np.minimum(ceil.quantiles(rho, now), cap)
+    psa = np.minimum(ceil.quantiles(rho, now), cap)
+    fluid = None
+    if ceil.discipline == "fcfs":
+        resp = delay[:, None] + psa
+    else:
+        fluid = _ps_fluid(law, ceil, t, n)
+        resp = np.maximum(fluid.response(ceil.service_quantiles), psa)
     return dict(time=t, admitted=admitted, admitted_rate=lam * admitted, requests=n, multiplier=now,
-                utilization=rho, delay=delay, response=resp, ceiling=ceil.qps(now))
+                utilization=rho, delay=delay, response=resp, ceiling=ceil.qps(now), fluid=fluid)
 
 
 def _default_horizon(law: _Law, ceil: _Ceilings, arrival_rate: float, ramp: float) -> float:

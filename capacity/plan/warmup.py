@@ -144,12 +144,14 @@ def _summary(tr: dict, law: _Law, ceil: _Ceilings, timeout: float | None) -> dic
     if timeout is not None:
         late = delay >= timeout
         rate = tr["admitted_rate"]
+        # FCFS: the fluid's requests that wait the timeout; PS: the share whose size the crowd lets not finish.
+        share = late if tr["fluid"] is None else tr["fluid"].late_share(ceil.service, timeout)
         # The share among the requests of the warm-up: until the process is warm and any backlog is gone.
         until = max((v for v in (out["warm_time"], out["recovery_time"]) if math.isfinite(v)), default=t[-1])
         window = t <= max(until, dt)
         out.update(seconds_over_timeout=float(np.count_nonzero(late) * dt),
-                   timed_out=float(np.sum(rate * late) * dt), timeout_window=float(max(until, dt)),
-                   timeout_fraction=float(np.sum((rate * late)[window]) / max(np.sum(rate[window]), 1e-300)))
+                   timed_out=float(np.sum(rate * share) * dt), timeout_window=float(max(until, dt)),
+                   timeout_fraction=float(np.sum((rate * share)[window]) / max(np.sum(rate[window]), 1e-300)))
     return out
 
 
