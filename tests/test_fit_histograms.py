@@ -117,6 +117,29 @@ def test_empty_windows_are_skipped_and_counted():
     assert fit.n_observations == 2
 
 
+def test_an_opentelemetry_first_bound_of_zero_is_merged_into_the_next_bucket():
+    """OpenTelemetry SDKs export explicit bounds starting at 0 ms by default: the requests in
+    that bucket (timed at 0 s) are below the next bound, so the fit equals the one without it
+    (same likelihood, same estimate); a negative bound is still refused."""
+    svc = Service.lognormal(0.02, 1.0)
+    plain = _windows(svc, [0.3, 0.6], "fcfs", 900.0, seed=4)
+    otel = []
+    for w in plain:
+        le = sorted(w["buckets"])
+        cum = [w["buckets"][x] for x in le]
+        counts = np.diff(np.r_[0.0, cum])
+        counts[0] -= 3.0                 # three requests timed at 0 s move to the bucket (-inf, 0]
+        otel.append({"bounds": [0.0] + le[:-1], "counts": [3.0] + counts.tolist(),
+                     "arrival_rate": w["arrival_rate"]})
+    a = from_histograms(plain, discipline="fcfs", family="lognormal", delay=None)
+    b = from_histograms(otel, discipline="fcfs", family="lognormal", delay=None)
+    assert b.cpu_per_request_ == pytest.approx(a.cpu_per_request_, rel=1e-9)
+    assert b.scv_ == pytest.approx(a.scv_, rel=1e-9)
+    bad = [dict(otel[0], bounds=[-0.001] + otel[0]["bounds"][1:])]
+    with pytest.raises(ValueError, match="bucket bounds must be positive"):
+        from_histograms(bad, discipline="fcfs", family="lognormal", delay=None)
+
+
 @pytest.mark.parametrize("windows,match", [
     ([{"buckets": {0.1: 5.0, 0.5: 9.0}, "arrival_rate": 1.0}], "no \\+Inf bucket"),
     ([{"buckets": {0.1: 5.0, 0.5: 4.0, math.inf: 9.0}, "arrival_rate": 1.0}], "must not decrease"),

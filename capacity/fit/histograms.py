@@ -148,6 +148,12 @@ def _parse_windows(windows, servers) -> _Windows:
         if not isinstance(record, Mapping):
             raise ValueError(f"windows{where} must be a mapping, got {type(record).__name__}")
         le, c = _bucket_counts(record, where)
+        if le.size > 1 and le[0] == 0:
+            # OpenTelemetry SDKs' default layout starts with a bound of 0: a bucket of requests
+            # timed at 0 s (clock resolution).  They are below the next bound too, so it is merged
+            # into that bucket rather than refused.
+            c = np.r_[c[0] + c[1], c[2:]]
+            le = le[1:]
         if np.any(le[:-1] <= 0):
             raise ValueError(f"windows{where}: bucket bounds must be positive seconds, got {le[0]:g}")
         if np.any(c < 0) or not np.all(np.isfinite(c)):
