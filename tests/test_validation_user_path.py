@@ -92,7 +92,8 @@ def test_the_short_user_path_runs_and_reports(tmp_path):
     view), two peak points.  Checked: both fits chose the blocking model and read the CPU per
     request off the process counter (5 ms of busy loop plus Node's, Koa's and prom-client's
     own), the in-process fit found the busy loop's near-constant CPU, and every predicted p99
-    has an interval around its estimate; summary.json, the table and the plot are written.  The
+    has an interval around its estimate; summary.json, the table and the plot are written, and
+    ``--repredict`` fits the saved days again to the same predictions.  The
     accuracy targets are the full run's (validation/README.md): this one is too short to hold them."""
     why = _user_path().missing()
     if why is not None:
@@ -118,6 +119,16 @@ def test_the_short_user_path_runs_and_reports(tmp_path):
         assert lo <= c["threshold_ms"] <= hi, c
     assert (tmp_path / "user_path.png").stat().st_size > 0
     assert "HistogramFit" in (tmp_path / "user_path.txt").read_text()
+    # The saved query answers hold the whole day: fitted again without the server, the same
+    # package gives the same predictions against the same measured peaks.
+    again = subprocess.run([sys.executable, str(ROOT / "validation" / "run.py"), "--user-path",
+                            "--repredict", str(tmp_path)], capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr[-2000:]
+    redone = json.loads((tmp_path / "summary.json").read_text())
+    assert redone["repredicted"] and len(redone["rows"]) == len(summary["rows"])
+    for old, new in zip(summary["rows"], redone["rows"]):
+        assert new["p99_ms"] == old["p99_ms"] and new["chosen"] == old["chosen"], (old, new)
+        assert new["pred_p99_ms"] == pytest.approx(old["pred_p99_ms"], rel=1e-6), (old, new)
 
 
 def test_the_p99_crossing_against_an_mm1_worked_by_hand():

@@ -1057,7 +1057,8 @@ def parse_args(argv=None):
                         "the CPU per request measured at low load by up to 40 %%)")
     p.add_argument("--no-plot", dest="plot", action="store_false")
     p.add_argument("--repredict", metavar="DIR", default=None,
-                   help="no measuring: recompute the predictions of the sweep in DIR with the current models")
+                   help="no measuring: recompute the predictions of the sweep in DIR with the current models "
+                        "(with --user-path: fit the saved days in DIR again)")
     a = p.parse_args(argv)
     q = a.quick
     # The user path has its own defaults (validation/user_path.py): it takes only what was given.
@@ -1096,6 +1097,9 @@ def main(argv=None) -> int:
     if args.user_path:
         import user_path     # validation/ is on sys.path when run as a script
 
+        if args.repredict:
+            user_path.repredict(Path(args.repredict))
+            return 0
         out = Path(args.out) if args.out else HERE / ("results-user-path" + ("-quick" if args.quick else ""))
         user_path.run(out, quick=args.quick, seed=args.seed,
                       handlers=args.handlers.split(",") if args.handlers else None,

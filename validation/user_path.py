@@ -19,8 +19,10 @@ For each handler:
    latencies (what clients see) against ``predict`` and ``predict_mean`` with 90 % intervals.
 
 Writes ``DIR/user_path.csv`` (one row per handler, histogram and load), ``DIR/user_path.txt``
-(the table and each fit's summary), ``DIR/user_path.png`` and ``DIR/summary.json``.  Run through
-``python validation/run.py --user-path --out DIR [--quick]``.
+(the table and each fit's summary), ``DIR/user_path.png``, ``DIR/summary.json``, and each fit's
+query answers as Prometheus gave them (``DIR/day-<handler>-<histogram>.json``), from which
+``--repredict DIR`` fits the days again with a newer package and compares with the same peaks.
+Run through ``python validation/run.py --user-path --out DIR [--quick]``.
 """
 from __future__ import annotations
 
@@ -155,8 +157,70 @@ def _client_latencies(csv: pathlib.Path, warmup_s: float) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------- one handler
-def run_handler(h: DayHandler, s: Settings, out: pathlib.Path, seed: int) -> tuple[list[dict], str]:
-    """The day, the user's fit and the peak points of one handler: (rows, the fit's summary)."""
+def _save_day(url: str, fit, path: pathlib.Path, measured_at: str) -> None:
+    """The fit's own range queries, answered again and saved as Prometheus returned them, so that
+    the day can be fitted again later without the server (:func:`repredict`)."""
+    from capacity.fit.prometheus import _query_range
+
+    src = fit.source_
+    first, end, step = src["start"] + src["step"], src["end"], src["step"]
+    saved = {"step": step, "measured_at": measured_at, "queries": src["queries"]}
+    for name, query in src["queries"].items():
+        saved[name] = {"status": "success",
+                       "data": {"resultType": "matrix", "result": _query_range(url, query, first, end, step)}}
+    path.write_text(json.dumps(saved))
+
+
+def _fit_saved(path: pathlib.Path):
+    """A day saved by :func:`_save_day`, fitted as the user's fit was: (fit, warnings)."""
+    from capacity.fit import from_prometheus_json
+
+    saved = json.loads(path.read_text())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fit = from_prometheus_json(saved["buckets"], saved.get("cpu"), step=saved["step"],
+                                   measured_at=saved["measured_at"])
+    return fit, [str(w.message) for w in caught]
+
+
+def _rows(h: DayHandler, fits: dict, notes: dict, measured: list[dict]) -> tuple[list[dict], list[dict], str]:
+    """Each measured peak point against each fit's prediction, the crossings, the fits' text."""
+    rows = []
+    for m in measured:
+        for source, fit in fits.items():
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                p99 = fit.predict(0.99, m["rate"], interval=0.9)
+                mean = fit.predict_mean(m["rate"], interval=0.9)
+            meas_p99, meas_mean = m["p99_ms"] / 1e3, m["mean_ms"] / 1e3
+            rows.append({
+                "handler": h.name, "path": h.path, "histogram": source, **m,
+                "chosen": f"{fit.discipline} {fit.family}" + ("" if fit.delay_ is None else " + delay"),
+                "cpu_per_request_ms": 1e3 * fit.cpu_per_request_, "scv": fit.scv_,
+                "pred_p99_ms": 1e3 * p99.estimate,
+                "pred_p99_low_ms": 1e3 * p99.low, "pred_p99_high_ms": 1e3 * p99.high,
+                "p99_error": p99.estimate / meas_p99 - 1,
+                "p99_covered": bool(p99.low <= meas_p99 <= p99.high),
+                "pred_mean_ms": 1e3 * mean.estimate,
+                "mean_error": mean.estimate / meas_mean - 1,
+                "mean_covered": bool(mean.low <= meas_mean <= mean.high),
+                "fit_warnings": len(notes[source])})
+    crossings = [dict(handler=h.name, histogram=source,
+                      **p99_crossing(fit, [r for r in rows if r["histogram"] == source]))
+                 for source, fit in fits.items()]
+    text = "\n".join(f"-- from the {source} histogram\n" + str(fit)
+                     + "".join(f"\n  (warned) {n}" for n in notes[source]) for source, fit in fits.items())
+    return rows, crossings, text
+
+
+#: What a row holds of the measurement itself (the rest is the fit's): kept by :func:`repredict`.
+MEASURED = ("target_util", "rate", "measured_util", "requests", "runs", "p99_ms", "run_p99_ms", "mean_ms",
+            "peak_lag_p99_ms", "day_lag_p99_ms")
+
+
+def run_handler(h: DayHandler, s: Settings, out: pathlib.Path, seed: int) -> tuple[list[dict], list[dict], str]:
+    """The day, the user's fit and the peak points of one handler: (rows, crossings, the fits'
+    summaries).  The fits' query answers are saved as ``day-<handler>-<histogram>.json``."""
     from capacity.fit import from_prometheus
 
     harness = _harness()
@@ -189,7 +253,8 @@ def run_handler(h: DayHandler, s: Settings, out: pathlib.Path, seed: int) -> tup
                     fits[source] = from_prometheus(url, metric, start=start + SCRAPE_S, end=end - 1.0,
                                                    step=s.step_s, cpu=cpu, measured_at=source)
                 notes[source] = [str(w.message) for w in caught]
-        rows = []
+                _save_day(url, fits[source], out / f"day-{h.name}-{source}.json", source)
+        measured = []
         for j, util in enumerate(PEAK_UTILS):
             rate = util / fits["proxy"].cpu_per_request_
             # Repeats of the point (other seeds), pooled: what clients saw in all of them.
@@ -202,35 +267,13 @@ def run_handler(h: DayHandler, s: Settings, out: pathlib.Path, seed: int) -> tup
                 utils.append(server_stats["cpu_ms"] / server_stats["wall_ms"] if server_stats else math.nan)
                 lags.append(summary["lag_p99_ms"])
             t = np.concatenate(runs)
-            measured_util = float(np.mean(utils))
-            meas_p99, meas_mean = float(np.quantile(t, 0.99)), float(np.mean(t))
-            run_p99 = [float(np.quantile(x, 0.99)) for x in runs]
-            for source, fit in fits.items():
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    p99 = fit.predict(0.99, rate, interval=0.9)
-                    mean = fit.predict_mean(rate, interval=0.9)
-                rows.append({
-                    "handler": h.name, "path": h.path, "histogram": source, "target_util": util, "rate": rate,
-                    "measured_util": measured_util, "requests": int(t.size), "runs": len(runs),
-                    "chosen": f"{fit.discipline} {fit.family}" + ("" if fit.delay_ is None else " + delay"),
-                    "cpu_per_request_ms": 1e3 * fit.cpu_per_request_, "scv": fit.scv_,
-                    "p99_ms": 1e3 * meas_p99, "run_p99_ms": [1e3 * x for x in run_p99],
-                    "pred_p99_ms": 1e3 * p99.estimate,
-                    "pred_p99_low_ms": 1e3 * p99.low, "pred_p99_high_ms": 1e3 * p99.high,
-                    "p99_error": p99.estimate / meas_p99 - 1,
-                    "p99_covered": bool(p99.low <= meas_p99 <= p99.high),
-                    "mean_ms": 1e3 * meas_mean, "pred_mean_ms": 1e3 * mean.estimate,
-                    "mean_error": mean.estimate / meas_mean - 1,
-                    "mean_covered": bool(mean.low <= meas_mean <= mean.high),
-                    "peak_lag_p99_ms": max(lags), "day_lag_p99_ms": day_run["lag_p99_ms"],
-                    "fit_warnings": len(notes[source])})
-        crossings = [dict(handler=h.name, histogram=source,
-                          **p99_crossing(fit, [r for r in rows if r["histogram"] == source]))
-                     for source, fit in fits.items()]
-        text = "\n".join(f"-- from the {source} histogram\n" + str(fit)
-                         + "".join(f"\n  (warned) {n}" for n in notes[source]) for source, fit in fits.items())
-        return rows, crossings, text
+            measured.append({"target_util": util, "rate": rate, "measured_util": float(np.mean(utils)),
+                             "requests": int(t.size), "runs": len(runs),
+                             "p99_ms": 1e3 * float(np.quantile(t, 0.99)),
+                             "run_p99_ms": [1e3 * float(np.quantile(x, 0.99)) for x in runs],
+                             "mean_ms": 1e3 * float(np.mean(t)),
+                             "peak_lag_p99_ms": max(lags), "day_lag_p99_ms": day_run["lag_p99_ms"]})
+        return _rows(h, fits, notes, measured)
     finally:
         harness.stop(server)
 
@@ -316,6 +359,40 @@ def run(out: pathlib.Path, quick: bool = False, seed: int = 1, handlers: list[st
         crossings += crossed
         texts.append(f"== {h.name} ({h.path})\n{text}")
         pd.DataFrame(rows).to_csv(out / "user_path.csv", index=False)
+    return _report(out, {"mode": "quick" if quick else "full", "seconds": time.time() - began,
+                         "settings": dataclasses.asdict(s)}, rows, crossings, texts)
+
+
+def repredict(out: pathlib.Path) -> dict:
+    """No measuring: fit the days saved in ``out`` again with the current package and compare
+    the new predictions with the peak points measured then (``summary.json``).  Writes the same
+    files with ``"repredicted": true`` in the summary (the first run's summary is kept as
+    ``summary-measured.json``)."""
+    first = out / "summary-measured.json"
+    if not first.exists():
+        (out / "summary.json").replace(first)
+    old = json.loads(first.read_text())
+    handlers = {h.name: h for h in FULL + QUICK}
+    rows, crossings, texts = [], [], []
+    for name in dict.fromkeys(r["handler"] for r in old["rows"]):
+        h = handlers[name]
+        fits, notes = {}, {}
+        for source, _ in SOURCES:
+            fits[source], notes[source] = _fit_saved(out / f"day-{name}-{source}.json")
+        measured = [{k: r[k] for k in MEASURED} for r in old["rows"]
+                    if r["handler"] == name and r["histogram"] == SOURCES[0][0]]
+        got, crossed, text = _rows(h, fits, notes, measured)
+        rows += got
+        crossings += crossed
+        texts.append(f"== {h.name} ({h.path})\n{text}")
+    return _report(out, {"mode": old["mode"], "seconds": old["seconds"], "settings": old["settings"],
+                         "repredicted": True}, rows, crossings, texts)
+
+
+def _report(out: pathlib.Path, head: dict, rows: list[dict], crossings: list[dict], texts: list[str]) -> dict:
+    """The table (csv, txt), the plot and ``summary.json`` with the targets met."""
+    import pandas as pd
+
     table = pd.DataFrame(rows)
     table.to_csv(out / "user_path.csv", index=False)
     shown = table[["handler", "histogram", "target_util", "measured_util", "chosen", "p99_ms", "pred_p99_ms",
@@ -326,8 +403,7 @@ def run(out: pathlib.Path, quick: bool = False, seed: int = 1, handlers: list[st
                                        + crossed.round(3).to_string(index=False) + "\n\n"
                                        + "\n\n".join(texts) + "\n")
     summary = {
-        "mode": "quick" if quick else "full", "seconds": time.time() - began, "settings": dataclasses.asdict(s),
-        "metric": METRIC, "rows": rows, "crossings": crossings,
+        **head, "metric": METRIC, "rows": rows, "crossings": crossings,
         "targets": {"mean_within": 0.10, "p99_within": 0.20, "interval_coverage": 0.9, "crossing_within": 0.05},
         "met": {source: {"mean": int(sum(abs(r["mean_error"]) <= 0.10 for r in mine)),
                          "p99": int(sum(abs(r["p99_error"]) <= 0.20 for r in mine)),
