@@ -352,3 +352,41 @@ def test_an_event_loop_day_brings_round_robin_into_the_choice():
     peak = simulate(40.0, svc, discipline="rr", slices=8, admission="idle", horizon=3e4, seed=99)
     ci = peak.confidence_interval(0.99, batches=30, warmup=300)
     assert abs(fit.predict(0.99, 40.0) - ci.estimate) <= ci.half_width + 0.10 * ci.estimate
+
+
+def test_a_busy_loop_is_fitted_and_its_peak_predicted_with_an_interval():
+    """A blocking handler of nearly constant CPU (gamma scv 0.002, 5 ms), a day at utilisation
+    0.2-0.6 with its CPU counter: the FCFS fit finds the near-constant law (scv below the FCFS
+    tables' 0.01), its p99 at 0.8 is within 3 % of the exact M/G/1 value, and its 90 % interval
+    over a 240-rate grid covers it at every rate to within 0.5 %.  (The interval's parameter draws
+    hold their scv at the tables' 0.01 or above: below it each quantile is an exact inversion, and
+    this grid took ten minutes; the M/G/1 p99s of scv 0.002 and 0.01 differ by under 0.5 %, so
+    the floor can move the band's ends by that much -- visible only with exact data, as in the
+    percentile fit here.)  The same for a percentile fit."""
+    from capacity.fit import from_percentiles
+
+    svc = Service.gamma(0.005, 0.002)
+    le = list(np.geomspace(0.001, 1.0, 41))
+    windows = []
+    for i, rho in enumerate((0.2, 0.4, 0.6)):
+        req = simulate(rho / 0.005, svc, discipline="fcfs", horizon=900.0, seed=40 + i).requests
+        kept = req[req["arrival"] > 60.0]
+        windows.append({"buckets": _buckets(kept["response"].to_numpy(), le), "arrival_rate": rho / 0.005,
+                        "utilization": float(kept["service"].sum() / 840.0)})   # the CPU counter
+    fit = from_histograms(windows, discipline="fcfs", family="lognormal", delay=None)
+    rates = np.array([40.0, 80.0, 120.0])
+    pct = [{q: float(fcfs.response_quantile(q, r, svc)) for q in (0.5, 0.9, 0.99)} for r in rates]
+    pfit = from_percentiles(pct, arrival_rate=rates, utilization=rates * 0.005, n_requests=[30000] * 3,
+                            discipline="fcfs", family="gamma")
+    grid = np.linspace(40.0, 170.0, 240)
+    exact = np.asarray(fcfs.response_quantile(0.99, grid, svc))
+    for f in (fit, pfit):
+        assert f.scv_ < 0.01, f.scv_
+        assert float(f.predict(0.99, 160.0)) == pytest.approx(float(fcfs.response_quantile(0.99, 160.0, svc)),
+                                                              rel=0.03)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            band = f.predict(0.99, grid, interval=0.9)
+        assert np.all(band.low <= band.estimate) and np.all(band.estimate <= band.high)
+        miss = np.maximum(band.low / exact - 1, exact / band.high - 1)
+        assert np.all(miss <= 0.005), (f, miss.max())

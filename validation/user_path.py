@@ -278,7 +278,7 @@ def run_handler(h: DayHandler, s: Settings, out: pathlib.Path, seed: int) -> tup
         harness.stop(server)
 
 
-def p99_crossing(fit, rows: list[dict], grid: int = 240) -> dict:
+def p99_crossing(fit, rows: list[dict], grid: int = 96) -> dict:
     """Where the p99 crosses a threshold: measured against the fit's prediction.
 
     The threshold is the geometric mean of the measured p99 at the two peak points, so it is
