@@ -356,9 +356,8 @@ def test_an_event_loop_day_brings_round_robin_into_the_choice():
 
 def test_a_busy_loop_is_fitted_and_its_peak_predicted_with_an_interval():
     """A blocking handler of nearly constant CPU (gamma scv 0.002, 5 ms), a day at utilisation
-    0.2-0.6 with its CPU counter: the histogram fit stops at the FCFS tables' scv 0.01 (below it
-    a day's fit took minutes), the percentile fit finds the law below it; the p99 at 0.8 of both
-    is within 3 % of the exact M/G/1 value, and its 90 % interval
+    0.2-0.6 with its CPU counter: the FCFS fits find the near-constant law (scv below the FCFS
+    tables' 0.01), the p99 at 0.8 of both is within 3 % of the exact M/G/1 value, and its 90 % interval
     over a 240-rate grid covers it at every rate to within 0.5 %.  (The interval's parameter draws
     hold their scv at the tables' 0.01 or above: below it each quantile is an exact inversion, and
     this grid took ten minutes; the M/G/1 p99s of scv 0.002 and 0.01 differ by under 0.5 %, so
@@ -381,7 +380,7 @@ def test_a_busy_loop_is_fitted_and_its_peak_predicted_with_an_interval():
                             discipline="fcfs", family="gamma")
     grid = np.linspace(40.0, 170.0, 240)
     exact = np.asarray(fcfs.response_quantile(0.99, grid, svc))
-    assert 0.01 * (1 - 1e-9) <= fit.scv_ < 0.0102 and pfit.scv_ < 0.01, (fit.scv_, pfit.scv_)
+    assert fit.scv_ < 0.01 and pfit.scv_ < 0.01, (fit.scv_, pfit.scv_)
     for f in (fit, pfit):
         assert float(f.predict(0.99, 160.0)) == pytest.approx(float(fcfs.response_quantile(0.99, 160.0, svc)),
                                                               rel=0.03)

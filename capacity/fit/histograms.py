@@ -495,16 +495,9 @@ def _bounds(bm: _BucketModel, data: _Windows, opts) -> tuple[np.ndarray, np.ndar
             hi.append(math.log(hi_mean))
         elif name == "log_scv":
             a, b = SCV_DOMAIN[opts.family]
-            from .._quantile_table import scv_range
-
             if opts.discipline in ("ps", "rr"):
+                from .._quantile_table import scv_range
                 a, b = scv_range("ps", opts.family) or (max(a, 0.05), min(b, 20.0))
-            elif opts.discipline == "fcfs" and opts.family in ("lognormal", "gamma"):
-                # Held to the FCFS tables (scv >= 0.01): below them every quantile is an exact
-                # M/G/1 inversion, 0.7-6 ms a point, and a histogram fit evaluates thousands per
-                # step -- a busy loop's day (scv -> 0.001) took 138 s.  At scv 0.01 the CPU time
-                # is constant to 10 %; the M/G/1 p99 of scv 0.002 and 0.01 differ by under 0.5 %.
-                a = max(a, (scv_range("fcfs", opts.family) or (a, b))[0])
             lo.append(math.log(a))
             hi.append(math.log(b))
         else:  # delay, in units of t_ref: no request was faster than it
