@@ -212,15 +212,15 @@ class PercentileFit(FitResult):
         0.5 % (0.0066 and 0.01: 0.2-0.3 %), inside any interval such a fit has from real data, but
         it can lift the band's lower end by that much; the estimate keeps the fitted scv."""
         model = self._space.model
-        names = getattr(self._space, "names", None) or getattr(getattr(self._space, "bm", None), "names", None)
-        if model.discipline != "fcfs" or not names or "log_scv" not in names:
+        names = list(self._space.names)
+        if model.discipline != "fcfs" or "log_scv" not in names:
             return draws
         from .._quantile_table import scv_range
 
         tabled = scv_range("fcfs", model.family)
         if tabled is None:
             return draws
-        j = list(names).index("log_scv")
+        j = names.index("log_scv")
         draws = draws.copy()
         draws[:, j] = np.maximum(draws[:, j], math.log(tabled[0]))
         return draws
