@@ -202,28 +202,7 @@ class PercentileFit(FitResult):
         # scv is computed point by point, minutes for 400 draws; a mean past the busiest observation's
         # stability is not a parameter the data allow either).
         draws = np.clip(draws, self._space.lo, self._space.hi)
-        return [(self._space, self._on_the_fcfs_tables(draws))]
-
-    def _on_the_fcfs_tables(self, draws: np.ndarray) -> np.ndarray:
-        """Draws of an FCFS lognormal or gamma fit with their scv held at or above the FCFS tables'
-        lower end (0.01).  Below it each quantile is an exact M/G/1 inversion, 0.7-6 ms a point: the
-        interval of a busy loop's fit (scv 0.0066) over a 240-rate grid took ten minutes, and on
-        the tables it takes milliseconds.  The M/G/1 p99s of scv 0.002 and 0.01 differ by under
-        0.5 % (0.0066 and 0.01: 0.2-0.3 %), inside any interval such a fit has from real data, but
-        it can lift the band's lower end by that much; the estimate keeps the fitted scv."""
-        model = self._space.model
-        names = list(self._space.names)
-        if model.discipline != "fcfs" or "log_scv" not in names:
-            return draws
-        from .._quantile_table import scv_range
-
-        tabled = scv_range("fcfs", model.family)
-        if tabled is None:
-            return draws
-        j = names.index("log_scv")
-        draws = draws.copy()
-        draws[:, j] = np.maximum(draws[:, j], math.log(tabled[0]))
-        return draws
+        return [(self._space, draws)]
 
     def _interval_of(self, evaluate, interval: float, shape: tuple, what: str, model_error: bool = True,
                      stacklevel: int = 3):
