@@ -6,7 +6,10 @@ Prints best-of-N wall times in ms for
   of the response and of the wait, for every service family,
   against the targets (10 ms per point, 0.5 s per sweep),
 * a naive baseline in the same process: mpmath Talbot inversion per point and a
-  scalar brentq root per quantile (timed on a few points, extrapolated to 200).
+  scalar brentq root per quantile (timed on a few points, extrapolated to 200),
+* what the fits read below the FCFS tables' scv 0.01 (a busy loop's CPU, scv 0.005): log t
+  linear in cv between M/D/1 and the table, against the exact M/G/1 inversion on the same sweep,
+  with the largest difference between the two.
 """
 from __future__ import annotations
 
@@ -79,6 +82,21 @@ def main() -> None:
     print(f"naive baseline (mpmath Talbot + brentq, Erlang-4): {1e3 * per_point:.0f} ms per point, "
           f"~{naive_ms / 1e3:.0f} s for the sweep (extrapolated from {len(pts)} points)")
     print(f"speed-up of the vectorised sweep (Erlang-4): {naive_ms / sweep['erlang-4']:.0f}x")
+    below_the_tables(lam, m)
+
+
+def below_the_tables(lam, m) -> None:
+    from capacity import _quantile_table
+
+    for family in ("lognormal", "gamma"):
+        svc = getattr(Service, family)(m, 0.005)
+        exact_ms = best_ms(lambda: fcfs.response_quantile(Q, lam, svc), repeat=2)
+        read_ms = best_ms(lambda: _quantile_table.tabled_quantile("fcfs", Q, lam, svc), repeat=5)
+        worst = np.max(np.abs(_quantile_table.tabled_quantile("fcfs", Q, lam, svc)
+                              / fcfs.response_quantile(Q, lam, svc) - 1))
+        print(f"below the tables ({family} scv 0.005, 200-point sweep x 4 quantiles): exact "
+              f"{exact_ms:.0f} ms, cv interpolation {read_ms:.1f} ms ({exact_ms / read_ms:.0f}x), "
+              f"largest difference {100 * worst:.2f} %")
 
 
 if __name__ == "__main__":

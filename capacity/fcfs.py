@@ -742,6 +742,11 @@ def _newton_quantile(sf_dens: Callable[[np.ndarray, np.ndarray], tuple[np.ndarra
         newton_ok &= ~stalled
         fallback = np.where(np.isfinite(aa) & np.isfinite(bb), 0.5 * (aa + bb), np.where(below, ua + 1.5, ua - 1.5))
         new = np.where(newton_ok, new, fallback)
+        # An iterate that hits the root exactly (g == 0: found in a 99 x 202 M/D/1 grid) is the
+        # answer; its zero step equals the bracket's end it just set, so it is not "newton_ok", and
+        # the fallback would have returned a point 1.5 away in ln t (the p99.99 at rho 0.32 as 0.97
+        # instead of 4.36).
+        new = np.where(g == 0, ua, new)
         done = (newton_ok & (np.abs(step) < _NEWTON_DONE)) | (bb - aa < 1e-13) | (g == 0)
         u[active] = new
         finished = active[done]
