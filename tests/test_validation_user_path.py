@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import pathlib
 import shutil
 import subprocess
@@ -119,6 +120,14 @@ def test_the_short_user_path_runs_and_reports(tmp_path):
         assert lo <= c["threshold_ms"] <= hi, c
     assert (tmp_path / "user_path.png").stat().st_size > 0
     assert "HistogramFit" in (tmp_path / "user_path.txt").read_text()
+    # The README's table: one line per point and histogram, one per crossing; the CPU per request
+    # of the day's fit against the peak's own (its drift is what the p99 at the peak's utilisation
+    # takes out).
+    md = (tmp_path / "user_path.md").read_text()
+    assert md.count("\n| cpu | ") == len(summary["rows"]) + len(summary["crossings"])
+    for row in summary["rows"]:
+        assert row["peak_cpu_per_request_ms"] == pytest.approx(1e3 * row["measured_util"] / row["rate"])
+        assert f"{row['cpu_per_request_ms']:.2f} \u2192 {row['peak_cpu_per_request_ms']:.2f}" in md
     # The saved query answers hold the whole day: fitted again without the server, the same
     # package gives the same predictions against the same measured peaks.
     again = subprocess.run([sys.executable, str(ROOT / "validation" / "run.py"), "--user-path",
@@ -164,3 +173,12 @@ def test_the_p99_crossing_against_an_mm1_worked_by_hand():
     assert (mu - np.log(100.0) / (threshold / 1.1)) * 1.02 / mu == pytest.approx(got["predicted_util_low"], rel=2e-4)
     flat = up.p99_crossing(Fit(), [dict(rows[0], p99_ms=5.0), dict(rows[1], p99_ms=6.0)])
     assert np.isnan(flat["error"]) and "did not rise" in flat["note"]
+
+
+def test_the_measured_p99s_own_interval_from_its_runs():
+    """Three runs' p99s 100, 120, 140 ms: mean 120, s = 20, t(0.95, 2) = 2.919986, so
+    120 -+ 2.919986 x 20 / sqrt(3) = 86.28 .. 153.72; one run has no interval."""
+    up = _user_path()
+    low, high = up._run_spread([100.0, 120.0, 140.0])
+    assert (low, high) == pytest.approx((120 - 33.7171, 120 + 33.7171), abs=1e-3)
+    assert all(math.isnan(x) for x in up._run_spread([100.0]))
