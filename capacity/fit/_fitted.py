@@ -201,8 +201,7 @@ class PercentileFit(FitResult):
         # Held within the search bounds: the model's own domain (a PS law beyond the shipped table's
         # scv is computed point by point, minutes for 400 draws; a mean past the busiest observation's
         # stability is not a parameter the data allow either).
-        draws = np.clip(draws, self._space.lo, self._space.hi)
-        return [(self._space, draws)]
+        return [(self._space, np.clip(draws, self._space.lo, self._space.hi))]
 
     def _interval_of(self, evaluate, interval: float, shape: tuple, what: str, model_error: bool = True,
                      stacklevel: int = 3):

@@ -708,7 +708,7 @@ class _PredictionSpace:
 
     def __init__(self, bm: _BucketModel, lo: np.ndarray, hi: np.ndarray):
         self.bm, self.lo, self.hi = bm, lo, hi        # lo, hi: the search bounds
-        self.model, self.names = bm.model, bm.names
+        self.model = bm.model
 
     def unpack(self, theta: np.ndarray) -> dict:
         return self.bm.unpack(theta)
