@@ -338,11 +338,32 @@ def p99_crossing(fit, rows: list[dict], grid: int = 96) -> dict:
             return float(rates[0])
         return float(np.interp(math.log(threshold), y[i - 1:i + 1], rates[i - 1:i + 1]))
 
-    est, high_rate, low_rate = (first_crossing(band.estimate), first_crossing(band.low),
+    est, high_rate, low_rate = (_refined(fit, threshold, rates, band.estimate), first_crossing(band.low),
                                 first_crossing(band.high))
     out.update(measured_util=cost * measured, predicted_util=cost * est, predicted_util_low=cost * low_rate,
                predicted_util_high=cost * high_rate, error=est / measured - 1)
     return out
+
+
+def _refined(fit, threshold: float, rates: np.ndarray, estimate) -> float:
+    """The rate where the fit's estimated p99 reaches ``threshold``: bracketed on the grid, then
+    solved on the fit itself (brentq on log p99; a point estimate costs milliseconds, unlike the
+    band's draws), so the crossing does not carry the grid's interpolation error."""
+    y = np.log(np.asarray(estimate, dtype=float)) - math.log(threshold)
+    above = np.flatnonzero(y >= 0)
+    if above.size == 0:
+        return math.nan
+    i = int(above[0])
+    if i == 0 or y[i] == 0:
+        return float(rates[i])
+    from scipy.optimize import brentq
+
+    def gap(rate: float) -> float:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return math.log(float(fit.predict(0.99, rate))) - math.log(threshold)
+
+    return float(brentq(gap, rates[i - 1], rates[i], xtol=1e-9 * rates[i], rtol=1e-12))
 
 
 # --------------------------------------------------------------------------- the run
