@@ -83,9 +83,13 @@ class PercentileFit(FitResult):
     discipline: str
     servers: Any
     family: str
+    # Set by the fits that can profile a parameter on its search bound (see _profiles_on_bounds).
+    _residuals = None
+    _dispersion = 1.0
+    _bound_profiles = None
 
     def predict(self, q: ArrayLike, arrival_rate: ArrayLike, servers: ArrayLike | None = None,
-                interval: float | None = None):
+                interval: float | None = None, window: float | None = None):
         """Model latency quantile(s) at ``arrival_rate`` (req/s), seconds; broadcasts q and rate.
 
         Includes the fitted non-CPU delay.  ``inf`` where the load is unstable.
@@ -100,7 +104,14 @@ class PercentileFit(FitResult):
         the RMS miss in log time at the bucket bounds), the model error made explicit; the
         draws stay within the fit's search bounds, and the interval is widened to hold the
         estimate where their central range misses it.  ``high`` is ``inf`` where some plausible
-        parameters make the queue unstable at that load.  Without a covariance
+        parameters make the queue unstable at that load.
+
+        With ``window`` (seconds) as well, the interval is for the quantile *measured* over that
+        much traffic -- a load test, a peak minute, pooled runs -- rather than the long-run one: each
+        draw also carries the luck of a finite window, simulated from the fitted model at each load
+        (:mod:`capacity.fit._window`; at most 8 loads per call, under a second each).  At 80 % CPU a
+        60 s p99 moves by about +-25 % (5-95 %) about the long-run value, as much as the
+        parameters' uncertainty of a good day's fit.  Without a covariance
         (:func:`from_percentiles` without ``n_requests``) the bounds are NaN and a warning
         names what is missing.  Predicting above the busiest observed utilisation warns that
         it extrapolates.
@@ -116,6 +127,7 @@ class PercentileFit(FitResult):
         sb = sb.astype(np.int64)
         out = self._space.quantiles_at(self._theta[None, :], qb, lb, sb)[0].reshape(shape)
         if interval is None:
+            _window_needs_interval(window)
             return out.item() if out.ndim == 0 else out
         check_confidence(interval)
         self._warn_extrapolation(lb, sb)
@@ -124,17 +136,20 @@ class PercentileFit(FitResult):
             x = np.asarray(space.quantiles_at(thetas, qb, lb, sb), dtype=float)
             return np.where(np.isfinite(x), x, np.inf)
 
-        low, high = _around(*self._interval_of(quantiles, interval, qb.shape, "prediction"), out.ravel())
+        luck = self._window_luck(window, qb, lb, sb)
+        low, high = _around(*self._interval_of(quantiles, interval, qb.shape, "prediction", luck=luck),
+                            out.ravel())
         pick = (lambda a: a.reshape(shape).item() if not shape else a.reshape(shape))
         return Prediction(out.item() if out.ndim == 0 else out, pick(low), pick(high))
 
     def predict_mean(self, arrival_rate: ArrayLike, servers: ArrayLike | None = None,
-                     interval: float | None = None):
+                     interval: float | None = None, window: float | None = None):
         """Model mean response time at ``arrival_rate`` (req/s), seconds, the fitted delay included
         (``fcfs``/``ps``/``rr`` ``mean_response`` of the fitted service); ``inf`` where unstable.
 
         With ``interval``: ``Prediction(estimate, low, high)`` over the same parameter draws and
-        candidate models as :meth:`predict`.
+        candidate models as :meth:`predict`; with ``window`` too, for the mean measured over that
+        many seconds of traffic (as in :meth:`predict`).
         """
         lam = check_positive(arrival_rate, "arrival_rate")
         srv = check_servers(self._servers_default if servers is None else servers, "servers")
@@ -143,13 +158,15 @@ class PercentileFit(FitResult):
         est = self._mean_at(self._space, self._theta[None, :], lb, sb)[0].reshape(shape)
         pick = (lambda a: a.reshape(shape).item() if not shape else a.reshape(shape))
         if interval is None:
+            _window_needs_interval(window)
             return pick(est)
         from ._inputs import check_confidence
 
         check_confidence(interval)
         self._warn_extrapolation(lb, sb)
+        luck = self._window_luck(window, np.full(lb.shape, np.nan), lb, sb)
         low, high = _around(*self._interval_of(lambda space, thetas: self._mean_at(space, thetas, lb, sb),
-                                               interval, lb.shape, "prediction"), est.ravel())
+                                               interval, lb.shape, "prediction", luck=luck), est.ravel())
         return Prediction(pick(est), pick(low), pick(high))
 
     @staticmethod
@@ -193,6 +210,12 @@ class PercentileFit(FitResult):
         if self.covariance_ is None:
             return []
         rng = np.random.default_rng(20261203)
+        profiles = self._profiles_on_bounds()
+        if profiles:
+            from ._bound_profile import draws_with_bounds
+
+            draws = draws_with_bounds(self._theta, self.covariance_, profiles, n, rng)
+            return [(self._space, np.clip(draws, self._space.lo, self._space.hi))]
         cov = 0.5 * (self.covariance_ + self.covariance_.T)
         # eigh, not Cholesky: a near-singular covariance (an unidentified parameter) is allowed.
         w, v = np.linalg.eigh(cov)
@@ -203,11 +226,65 @@ class PercentileFit(FitResult):
         # stability is not a parameter the data allow either).
         return [(self._space, np.clip(draws, self._space.lo, self._space.hi))]
 
+    def _window_luck(self, window, stats: np.ndarray, lam: np.ndarray, servers: np.ndarray):
+        """None without ``window``; else ``draws -> (draws, N)`` factors, the luck of a ``window``-second
+        measurement of ``stats`` (quantile levels, NaN for the mean) at each load."""
+        if window is None:
+            return None
+        window = float(check_positive(window, "window"))
+        if not math.isfinite(window):
+            raise ValueError(f"window must be a finite number of seconds, got {window!r}")
+        from ._window import window_factors
+
+        params = self._space.unpack(self._theta[None, :])
+        return lambda draws: window_factors(self._space.model, params, stats, lam, servers, window, draws)
+
+    def _profile_bound_intervals(self) -> None:
+        """The interval of each parameter on its search bound from its profile likelihood
+        (:mod:`capacity.fit._bound_profile`), in place of the Wald interval, whose curvature there
+        means nothing; the method line says so."""
+        profiles = self._profiles_on_bounds() if self.covariance_ is not None else []
+        if not profiles:
+            return
+        space = self._space
+        for pr in profiles:
+            lo, hi = pr.interval(self.confidence_level)
+            natural = {"log_scv": ("scv", (math.exp(lo), math.exp(hi))),
+                       "delay": ("delay", (lo * space.t_ref, hi * space.t_ref)),
+                       "log_mean": ("cpu_per_request", (math.exp(lo), math.exp(hi)))}
+            if space.names[pr.index] not in natural:
+                continue            # a lognormal delay's parameters: their rows keep the Wald range
+            key, (lo_n, hi_n) = natural[space.names[pr.index]]
+            est, _, _, unit, note = self._rows[key]
+            self._rows[key] = (est, lo_n, hi_n, unit, note + " (on its bound: profile-likelihood interval)")
+            if key == "cpu_per_request":
+                est, _, _, unit, note = self._rows["capacity_qps"]
+                self._rows["capacity_qps"] = (est, self._servers_default / hi_n, self._servers_default / lo_n,
+                                              unit, note)
+        self.method += "; profile-likelihood intervals for parameters on their search bounds"
+
+    def _profiles_on_bounds(self) -> list:
+        """Profiles of the parameters on a search bound (:mod:`capacity.fit._bound_profile`),
+        computed once; empty for fits that keep no residual function (no covariance) or whose
+        model is computed point by point."""
+        residuals = self._residuals
+        # A model computed point by point (no shipped table) would take minutes to profile: Wald.
+        if residuals is None or not self._theta.size or self._space.model.slow:
+            return []
+        if self._bound_profiles is None:
+            from ._bound_profile import on_bound, profile_from_bound
+
+            lo, hi = np.asarray(self._space.lo, dtype=float), np.asarray(self._space.hi, dtype=float)
+            self._bound_profiles = [profile_from_bound(residuals, self._theta, i, lo, hi, self._dispersion)
+                                    for i in on_bound(self._theta, lo, hi)]
+        return self._bound_profiles
+
     def _interval_of(self, evaluate, interval: float, shape: tuple, what: str, model_error: bool = True,
-                     stacklevel: int = 3):
+                     stacklevel: int = 3, luck=None):
         """Central ``interval`` range of ``evaluate(space, thetas)`` (K draws x N points) over the
-        parameter draws of every model with weight, each value times the model error when asked;
-        NaN, with a warning naming what is missing, without a covariance."""
+        parameter draws of every model with weight, each value times the model error when asked
+        and times ``luck(K)`` (a finite window's, :meth:`_window_luck`) when given; NaN, with a
+        warning naming what is missing, without a covariance."""
         sets = self._draw_sets(self._N_DRAWS)
         if not sets:
             import warnings
@@ -222,8 +299,14 @@ class PercentileFit(FitResult):
                                   axis=0)
         if model_error:
             allx = self._with_model_error(allx)
+        if luck is not None:
+            allx = allx * luck(allx.shape[0])
         tail = 0.5 * (1.0 - interval)
-        return np.quantile(allx, tail, axis=0), np.quantile(allx, 1.0 - tail, axis=0)
+        # inf (unstable draws) held as the largest float while interpolating: inf - inf is NaN.
+        big = np.finfo(float).max
+        allx = np.where(np.isposinf(allx), big, allx)
+        low, high = np.quantile(allx, tail, axis=0), np.quantile(allx, 1.0 - tail, axis=0)
+        return tuple(np.where(b > 1e300, np.inf, b) for b in (low, high))
 
     def _model_error(self) -> float:
         """The fit's own miss of its data, on the log scale (RMS relative error of the percentiles)."""
@@ -386,6 +469,12 @@ class PercentileFit(FitResult):
         return {"discipline": self.discipline, "family": self.family, "servers": self.servers,
                 "delay": self._model.delay, "slices": self.slices_, "admission": self.admission_,
                 "slice_delay": self.slice_delay_}
+
+
+def _window_needs_interval(window) -> None:
+    if window is not None:
+        raise ValueError(f"window={window!r} shapes the prediction interval only: give interval= too "
+                         "(e.g. interval=0.9)")
 
 
 def servers_text(n) -> str:

@@ -436,6 +436,7 @@ def from_histograms(
         best = select(fits, candidates, [f.deviance_ for f in fits], [f._n_free for f in fits],
                       [f.degrees_of_freedom_ for f in fits], "rms_log_time_miss",
                       [f.fit_quality_["rms_log_time_miss"] for f in fits])
+    best._profile_bound_intervals()
     best._emit_warnings(stacklevel=3)
     return best
 
@@ -561,7 +562,8 @@ def _solve(bm: _BucketModel, data: _Windows, opts):
     theta0 = _start(bm, data, lo, hi)
     sol = optimize.least_squares(fun, theta0, jac=jac, bounds=(lo, hi), method="trf", x_scale="jac",
                                  max_nfev=opts.max_nfev)
-    return sol.x, {"fun": sol.fun, "jac": sol.jac, "nfev": sol.nfev, "success": bool(sol.status > 0)}, lo, hi
+    return sol.x, {"fun": sol.fun, "jac": sol.jac, "nfev": sol.nfev, "success": bool(sol.status > 0),
+                   "residuals": fun}, lo, hi
 
 
 def _result(bm: _BucketModel, data: _Windows, opts, theta, sol, lo_b, hi_b, mean_fixed, measured_at):
@@ -602,6 +604,9 @@ def _result(bm: _BucketModel, data: _Windows, opts, theta, sol, lo_b, hi_b, mean
     if bm.names:
         cov = _covariance(jac, np.asarray(sol["fun"]), data.window, g, df)
     res.covariance_ = cov
+    # What a parameter on its search bound needs for its range (capacity.fit._bound_profile),
+    # profiled only when asked: most candidates are never drawn from.
+    res._residuals, res._dispersion, res._bound_profiles = sol.get("residuals"), g / df if df > 0 else 1.0, None
     wald = WaldIntervals(cov, bm.names, opts.confidence, bm.t_ref)
     lo_m, hi_m = wald.interval("log_mean", mean)
     res._add_parameter("cpu_per_request", mean, lo_m, hi_m, unit="s",
@@ -709,6 +714,14 @@ class _PredictionSpace:
     def __init__(self, bm: _BucketModel, lo: np.ndarray, hi: np.ndarray):
         self.bm, self.lo, self.hi = bm, lo, hi        # lo, hi: the search bounds
         self.model = bm.model
+
+    @property
+    def names(self) -> list[str]:
+        return self.bm.names
+
+    @property
+    def t_ref(self) -> float:
+        return self.bm.t_ref
 
     def unpack(self, theta: np.ndarray) -> dict:
         return self.bm.unpack(theta)

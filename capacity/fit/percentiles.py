@@ -317,6 +317,7 @@ def from_percentiles(
     if len(fits) > 1:
         best = select(fits, kept, *_scores(fits), "rms_rel_error", [f.fit_quality_["rms_rel_error"] for f in fits])
     _check_cpu_cost(best, obs, tabled_only=family is None, max_nfev=max_nfev)
+    best._profile_bound_intervals()
     best._emit_warnings(stacklevel=3)
     return best
 
@@ -406,6 +407,13 @@ def _fit_model(space: SearchSpace, opts: PercentileOptions, obs: PercentileObser
     if delta.sigma is not None:
         res._set_quality("reduced_chi2", delta.reduced_chi2)
     res.covariance_ = delta.cov
+    if delta.cov is not None:
+        # For a parameter on its search bound (capacity.fit._bound_profile): the whitened residuals
+        # whose sum of squares is the deviance, and the dispersion the covariance was scaled by.
+        w = space.weights
+        res._residuals = (lambda theta: w @ space.residuals(theta[None, :])[0]) if w is not None \
+            else (lambda theta: space.residuals(theta[None, :])[0])
+        res._dispersion = max(1.0, delta.reduced_chi2) if math.isfinite(delta.reduced_chi2) else 1.0
     slices_range = _record_slices(res, opts, space, profile, slices_noise(delta), m)
     wald = WaldIntervals(res.covariance_, space.names, opts.confidence, space.t_ref)
     _record_parameters(res, space, pars, wald, mean_fixed, slices_range, opts.slice_candidates)
