@@ -16,7 +16,9 @@ For each handler:
    (``step``, the window length of the query, is the one query option: a compressed day is
    minutes long, not 24 h.)
 4. The peak: Poisson load at the rates the fit puts at 70 % and 80 % CPU, the generator's own
-   latencies (what clients see) against ``predict`` and ``predict_mean`` with 90 % intervals.
+   latencies (what clients see) against ``predict`` and ``predict_mean`` with 90 % intervals for
+   what that many seconds of pooled traffic can show (``window=``: the parameters' uncertainty,
+   the model error and the luck of a finite window).
 
 Writes ``DIR/user_path.csv`` (one row per handler, histogram and load), ``DIR/user_path.txt``
 (the table and each fit's summary), ``DIR/user_path.png``, ``DIR/summary.json``, and each fit's
@@ -190,8 +192,11 @@ def _rows(h: DayHandler, fits: dict, notes: dict, measured: list[dict]) -> tuple
         for source, fit in fits.items():
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                p99 = fit.predict(0.99, m["rate"], interval=0.9)
-                mean = fit.predict_mean(m["rate"], interval=0.9)
+                # The interval of what the pooled runs can show: their seconds of traffic, the
+                # luck of a finite window next to the parameters' uncertainty.
+                window = m["requests"] / m["rate"]
+                p99 = fit.predict(0.99, m["rate"], interval=0.9, window=window)
+                mean = fit.predict_mean(m["rate"], interval=0.9, window=window)
                 # Diagnostic, not a target: the fit at the peak's measured utilisation (the rate at
                 # which the fit's CPU per request gives it) -- the miss that remains once the CPU
                 # per request's drift between the day and the peak is taken out.
