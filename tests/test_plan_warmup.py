@@ -325,7 +325,7 @@ def test_p99_is_monotone_in_the_cold_multiplier(m0, more, scale, share, ramp, by
     (dict(cold_multiplier=2.0, warmup_time=-1.0), "warmup_time"),
     (dict(cold_multiplier=2.0, warmup_requests=0), "warmup_requests"),
     (dict(cold_multiplier=2.0, warmup_time=1.0, ramp=-5.0), "ramp"),
-    (dict(cold_multiplier=2.0, warmup_time=1.0, discipline="rr"), "discipline"),
+    (dict(cold_multiplier=2.0, warmup_time=1.0, discipline="lifo"), "discipline"),
     (dict(cold_multiplier=2.0, warmup_time=1.0, servers=0), "servers"),
     (dict(cold_multiplier=2.0, warmup_time=1.0, timeout=0.0), "timeout"),
 ])

@@ -18,6 +18,8 @@ examples:
   capacity warmup --qps 60 --cpu 10ms --cold 3 --warmup-requests 2000 --slo p99=250ms --discipline fcfs
   # seed 001, 3.7: connection pools opening (20 s time constant); what a 60 s ramp does
   capacity warmup --qps 60 --cpu 10ms --cold 3 --warmup-time 20s --ramp 60s --timeout 2s
+  # a Node.js handler with 4 awaits (5 slices) that JIT-compiles as it serves
+  capacity warmup --qps 60 --cpu 10ms --cold 3 --warmup-requests 2000 --slo p99=250ms --discipline rr --slices 5
 """
 
 DEPLOY_HELP = """\
@@ -38,6 +40,22 @@ def _multiplier(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a cold multiplier >= 1 such as 3 or 3x (cold service time over "
                                          f"warm), got {text!r}")
     return value
+
+
+def _add_service_and_loop(p: argparse.ArgumentParser, add_service) -> None:
+    """The parser's service group with ``--discipline rr`` allowed, and the event loop's options."""
+    g = add_service(p, disciplines=("ps", "fcfs", "rr"))
+    g.add_argument("--slices", type=_count, default=1, metavar="K",
+                   help="with --discipline rr: CPU slices per request, the awaits plus one (default 1: FCFS)")
+    g.add_argument("--slice-delay", type=_time_or_zero, default=0.0, metavar="TIME",
+                   help="with --discipline rr: non-CPU wait between two slices, e.g. 1ms (default 0)")
+    g.add_argument("--admission", choices=("fifo", "idle"), default="fifo",
+                   help="with --discipline rr: a new request joins the run queue at once (fifo, default) or "
+                        "only when nothing in flight is runnable (idle: Node.js 20 handlers that await setTimeout)")
+
+
+def _loop_kwargs(args: argparse.Namespace) -> dict:
+    return dict(slices=args.slices, slice_delay=args.slice_delay, admission=args.admission)
 
 
 def _add_warmup_law(p: argparse.ArgumentParser) -> None:
@@ -61,7 +79,7 @@ def _add_warmup(sub, add_service) -> None:
                                     "with no ramp; with --ramp, the transient under that ramp.",
                         epilog=WARMUP_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     wa.add_argument("--qps", type=_rate, required=True, metavar="RATE", help="the process's full share, e.g. 60")
-    add_service(wa)
+    _add_service_and_loop(wa, add_service)
     _add_warmup_law(wa)
     wa.add_argument("--servers", type=_count, default=1, metavar="N", help="cores of the process (default 1)")
     wa.add_argument("--slo", type=_slo, default={0.99: 0.5}, metavar="pQ=TIME,...",
@@ -80,7 +98,7 @@ def _add_deploy(sub, add_service) -> None:
                                     "the deploy against --qps, and the fewest processes that keep the SLO.",
                         epilog=DEPLOY_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     de.add_argument("--qps", type=_rate, required=True, metavar="RATE", help="the fleet's rate during the deploy")
-    add_service(de)
+    _add_service_and_loop(de, add_service)
     de.add_argument("--processes", type=_count, required=True, metavar="N", help="processes of the fleet")
     _add_warmup_law(de)
     de.add_argument("--batch", type=_count, default=1, metavar="K", help="processes restarted at once (default 1)")
@@ -116,8 +134,10 @@ def _cmd_warmup(args: argparse.Namespace) -> tuple[dict, str]:
 
     service = _service(args)
     common = dict(servers=args.servers, slo=args.slo, discipline=args.discipline, timeout=args.timeout,
-                  **_law_kwargs(args))
-    head = f"Warm-up: {_service_text(args, service)}, {args.servers} core{'s' if args.servers > 1 else ''}, " \
+                  **_law_kwargs(args), **_loop_kwargs(args))
+    loop = "" if args.discipline != "rr" else f" ({args.slices} slices" + (
+        f", {_ms(args.slice_delay)} apart" if args.slice_delay else "") + f", {args.admission} admission)"
+    head = f"Warm-up: {_service_text(args, service)}{loop}, {args.servers} core{'s' if args.servers > 1 else ''}, " \
            f"{args.cold:g}x cold, {args.qps:g} QPS share"
     qcols = [f"{_q(q)}_s" for q in sorted(args.slo)]
     if args.ramp is not None:
@@ -135,6 +155,8 @@ def _cmd_warmup(args: argparse.Namespace) -> tuple[dict, str]:
                  f"{_ms(res.no_ramp.seconds_over_slo)}", ""]
         text += _rows(res.table, ["admitted_rate", "multiplier"] + qcols + [f"no_ramp_{c}" for c in qcols], 10)
     data = {"command": "warmup", "service": _service_json(args, service), "discipline": args.discipline,
+            **({"slices": args.slices, "slice_delay": args.slice_delay, "admission": args.admission}
+               if args.discipline == "rr" else {}),
             "servers": args.servers, "arrival_rate": args.qps, "cold_multiplier": args.cold,
             "slo": {_q(q): float(v) for q, v in sorted(args.slo.items())}, "explanation": res.explanation,
             "result": res.to_dict(), "table": _jsonable(res.to_frame())}
@@ -148,7 +170,7 @@ def _cmd_deploy(args: argparse.Namespace) -> tuple[dict, str]:
     res = plan.rolling_deploy(args.qps, service, args.processes, args.cold, batch_size=args.batch,
                               restart_time=args.restart_time, ramp=args.ramp, min_ready=args.min_ready,
                               servers=args.servers, slo=args.slo, discipline=args.discipline,
-                              progress=_stderr_progress(), **_law_kwargs(args))
+                              progress=_stderr_progress(), **_law_kwargs(args), **_loop_kwargs(args))
     needed = "no number (pre-warm first)" if res.processes_needed is None else \
         f"{res.processes_needed} (N + {res.processes_needed - res.min_processes})"
     text = [f"Rolling deploy: {args.processes} x {_service_text(args, service)}, {args.batch} at a time, "

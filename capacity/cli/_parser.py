@@ -44,7 +44,9 @@ class _OldTimingFlag(argparse.Action):
         setattr(namespace, "timing", values)
 
 
-def _add_service(p: argparse.ArgumentParser, required: bool = True) -> None:
+def _add_service(p: argparse.ArgumentParser, required: bool = True,
+                 disciplines: tuple[str, ...] = ("ps", "fcfs")) -> argparse._ArgumentGroup:
+    """--cpu, --scv, --family and --discipline (among ``disciplines``); returns the group, for more."""
     g = p.add_argument_group("service (CPU time per request)")
     g.add_argument("--cpu", type=_time, required=required, metavar="TIME",
                    help="mean CPU time per request, e.g. 25ms")
@@ -53,8 +55,11 @@ def _add_service(p: argparse.ArgumentParser, required: bool = True) -> None:
     g.add_argument("--family", choices=_FAMILIES, default=None,
                    help="distribution of the CPU time (default by scv: 0 deterministic, below 1 gamma, "
                         "1 exponential, above 1 lognormal)")
-    g.add_argument("--discipline", choices=("ps", "fcfs"), default="ps",
-                   help="ps: event loop / time-sliced CPU (default); fcfs: blocking worker pool")
+    g.add_argument("--discipline", choices=disciplines, default="ps",
+                   help="ps: event loop / time-sliced CPU (default); fcfs: blocking worker pool"
+                        + ("; rr: event-loop round robin over --slices slices per request" if "rr" in disciplines
+                           else ""))
+    return g
 
 
 def build_parser() -> argparse.ArgumentParser:

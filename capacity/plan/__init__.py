@@ -63,7 +63,8 @@ on its own):
   :func:`recommend_timeout`;
 * :mod:`capacity.plan.scaling` -- dispatch models, :func:`dispatch_response`, :func:`compare_scaling`;
 * :mod:`capacity.plan.limits` -- :func:`rate_limits`;
-* :mod:`capacity.plan.gc` -- :func:`gc_whatif`, :func:`jvm_gc_whatif`;
+* :mod:`capacity.plan.gc` -- :func:`gc_whatif`, :func:`jvm_gc_whatif` (a request's service under GC
+  pauses in ``_gc_service``; ``_pause_clock`` <- ``_gc_service`` <- ``gc``);
 * :mod:`capacity.plan.threads` -- :func:`thread_demand`, :func:`cpu_load`, :func:`pool_size`;
 * :mod:`capacity.plan.handoff` -- :func:`handoff_cost`;
 * :mod:`capacity.plan.steal` -- :func:`steal_whatif`;
@@ -71,7 +72,9 @@ on its own):
   :func:`cache_whatif` (``ceiling`` <- ``cache``);
 * :mod:`capacity.plan.endpoints` -- :func:`endpoint_mix` (``ceiling`` <- ``endpoints``);
 * :mod:`capacity.plan.warmup` -- :func:`warmup_transient`, :func:`ramp_needed` (the model in
-  ``_warmup_model``; ``curves``, ``ceiling`` <- ``_warmup_model`` <- ``warmup``);
+  ``_warmup_model``, with the fluid processor sharing of ``_warmup_ps`` and the round robin of
+  ``_warmup_rr``; the summary and explanations in ``_warmup_report``; ``curves``, ``ceiling`` <-
+  ``_warmup_model`` <- ``_warmup_report`` <- ``warmup``);
 * :mod:`capacity.plan.warmup_sim` -- :func:`warmup_simulation` (``warmup`` <- ``warmup_sim``);
 * :mod:`capacity.plan.deploy` -- :func:`rolling_deploy` (``warmup`` <- ``deploy``).
 

@@ -11,7 +11,8 @@ Three pieces, each vectorised over a time grid:
   (:func:`capacity.plan.response_curve`): ``ceiling(S m; t) = ceiling(S; t / m) / m`` because
   multiplying every service time by ``m`` only changes the time unit;
 * :func:`_transient` -- the pointwise-stationary approximation of the response quantiles, with
-  the fluid backlog on top where the cold process cannot keep up.
+  the fluid backlog on top where the cold process cannot keep up (FCFS; processor sharing's fluid
+  in :mod:`._warmup_ps`, round robin's in :mod:`._warmup_rr`).
 
 See :func:`capacity.plan.warmup_transient` for the model, its assumptions and references.
 """
@@ -29,7 +30,9 @@ from .._checks import as_float_array, check_positive
 from ..distributions import Service
 from ._solve import _parse_slo
 from .ceiling import ceiling_from_curve
-from .curves import response_curve
+from ._warmup_ps import _ps_fluid
+from ._warmup_rr import ceiling_by_bisection, idle_quantiles, rr_fluid
+from .curves import ResponseCurve, response_curve
 
 #: How a cold process warms: with the requests it has served, or with time.
 WARMUP_BY = ("requests", "time")
@@ -127,40 +130,101 @@ def _admitted_integral(t: np.ndarray, ramp: float) -> np.ndarray:
 
 
 class _Ceilings:
-    """SLO ceilings and stationary response quantiles of one process whose service is ``S m``."""
+    """SLO ceilings and stationary response quantiles of one process whose service is ``S m``.
 
-    def __init__(self, service: Service, servers: int, slo: Mapping[float, float], discipline: str):
+    Round robin (``discipline="rr"``, ``rr = (slices, slice_delay, admission)``): ``slices = 1`` is
+    FCFS exactly.  With ``admission="fifo"`` the ``(k - 1) d`` of slice delays is a constant after
+    the queue (``offset``), so the scale-free table of zero-delay rr serves every multiplier:
+    ``T_q(S m) = m E[S] unit_q(rho) + (k - 1) d``.  With ``"idle"`` the delay decides who waits and
+    enters as ``d / (m E[S])``, which changes with ``m``: the quantiles are rr's idle formula applied
+    to the FCFS and zero-delay rr tables at that ratio (:func:`._warmup_rr.idle_quantiles`), and the
+    ceiling is found by bisection in load (:func:`._warmup_rr.ceiling_by_bisection`)."""
+
+    def __init__(self, service: Service, servers: int, slo: Mapping[float, float], discipline: str,
+                 rr: tuple[int, float, str] = (1, 0.0, "fifo")):
         self.qs, self.ts = _parse_slo(slo)
         self.service, self.servers, self.discipline = service, servers, discipline
+        self.slices, self.slice_delay, self.admission = rr
+        k, d = self.slices, self.slice_delay
+        # The queue that decides the percentiles: rr with one slice is FCFS, with its own run queue.
+        self.kind = "fcfs" if discipline == "rr" and k == 1 else (
+            "rr_idle" if discipline == "rr" and self.admission == "idle" else discipline)
+        self.gaps = (k - 1) * d if self.kind.startswith("rr") else 0.0   # a request's own sleeps
+        self.offset = self.gaps if self.kind == "rr" else 0.0            # a constant after the queue
         self.mean = float(service.mean)
-        self.curve = response_curve(service, servers, discipline, quantiles=tuple(self.qs.tolist()))
-        # The largest multiplier at which zero load still meets every percentile.
-        self.fit_multiplier = float(np.min(self.ts / self.curve.zero_load))
+        qs = tuple(self.qs.tolist())
+        if self.kind == "rr":
+            self.curve = response_curve(service, servers, "rr", quantiles=qs, slices=k)
+        else:
+            self.curve = response_curve(service, servers, "fcfs" if self.kind == "rr_idle" else self.kind,
+                                        quantiles=qs)
         self.service_quantiles = np.atleast_1d(np.asarray(service.ppf(self.qs), dtype=float))
         self.second_moment = float(service.moment(2))
         self.z = norm.isf((1.0 - self.qs) / 2.0)
-        u = np.concatenate([[0.0], self.curve.utilization])
-        # Quantiles are nearly linear in (-ln(1 - rho), ln unit_q): at low load the bare service, in heavy
-        # traffic ~ 1 / (1 - rho).  A monotone cubic through the table (as ceiling_from_curve inverts it).
-        self._x = -np.log1p(-u)
-        self._y = np.log(np.concatenate([self.curve.unit_zero[:, None], self.curve.unit], axis=1))
-        self._interp = [PchipInterpolator(self._x, y, extrapolate=False) for y in self._y]
+        self._reader = _UnitReader(self.curve)
+        if self.kind == "rr_idle":
+            self._rr_reader = _UnitReader(response_curve(service, servers, "rr", quantiles=qs, slices=k))
+        # The largest multiplier at which zero load still meets every percentile.
+        self.fit_multiplier = (self._idle_fit_multiplier() if self.kind == "rr_idle"
+                               else float(np.min((self.ts - self.offset) / self.curve.zero_load)))
+
+    def _idle_fit_multiplier(self) -> float:
+        """``admission="idle"``: the zero-load percentiles are not proportional to ``m`` (the slice delay
+        enters as ``d / (m E[S])``), so the largest ``m`` that meets them is found by bisection in
+        ``ln m`` over ``[1e-6, 1e6]`` (they increase with ``m``)."""
+        lo, hi = math.log(1e-6), math.log(1e6)
+        zero = np.zeros(1)
+        if not np.all(self.quantiles(zero, np.exp([lo]))[0] <= self.ts):
+            return 0.0
+        for _ in range(80):
+            mid = 0.5 * (lo + hi)
+            lo, hi = (mid, hi) if np.all(self.quantiles(zero, np.exp([mid]))[0] <= self.ts) else (lo, mid)
+        return math.exp(lo)
 
     def qps(self, m: np.ndarray) -> np.ndarray:
-        """Per-process SLO ceiling (requests/s) with service ``S m``: ``ceiling(S; t / m) / m``."""
+        """Per-process SLO ceiling (requests/s) with service ``S m``: ``ceiling(S; (t - offset) / m) / m``."""
         m = np.asarray(m, dtype=float)
-        rates = ceiling_from_curve(self.curve, {q: t / m for q, t in zip(self.qs, self.ts)}).qps
+        if self.kind == "rr_idle":
+            return ceiling_by_bisection(self.quantiles, self.ts, m, self.servers / self.mean)
+        left = self.ts - self.offset
+        if np.any(left <= 0):
+            return np.zeros(m.shape)   # the slice delays alone pass a target: no load meets the SLO
+        rates = ceiling_from_curve(self.curve, {q: t / m for q, t in zip(self.qs, left)}).qps
         return np.asarray(rates, dtype=float) / m
 
     def quantiles(self, rho: np.ndarray, m: np.ndarray) -> np.ndarray:
         """Stationary response quantiles, shape ``rho.shape + (len(qs),)``, seconds (inf at rho >= 1).
 
-        ``E[S] m unit_q(rho)``, the cached unit table interpolated by a monotone cubic in
-        ``(-ln(1 - rho), ln unit_q)`` and its last segment continued beyond the grid (rho > 0.995)."""
+        ``E[S] m unit_q(rho) + offset``, the cached unit table interpolated by a monotone cubic in
+        ``(-ln(1 - rho), ln unit_q)`` and its last segment continued beyond the grid (rho > 0.995);
+        for rr with ``admission="idle"`` rr's idle formula on the FCFS and rr tables."""
         rho = np.asarray(rho, dtype=float)
+        m = np.asarray(m, dtype=float)
+        if self.kind == "rr_idle":
+            unit = idle_quantiles(self.qs, self._reader(rho), self._rr_reader(rho),
+                                  self.service_quantiles / self.mean, rho, self.slices,
+                                  self.slice_delay / (self.mean * m))
+        else:
+            unit = self._reader(rho)
+        return unit * (self.mean * m)[..., None] + self.offset
+
+
+class _UnitReader:
+    """The unit quantiles ``unit_q(rho)`` of a response curve at any load, shape ``rho.shape + (len(qs),)``
+    (inf at rho >= 1): a monotone cubic through the table in ``(-ln(1 - rho), ln unit_q)`` -- quantiles are
+    nearly linear there: the bare service at low load, ``~ 1 / (1 - rho)`` in heavy traffic -- as
+    :func:`capacity.plan.ceiling_from_curve` inverts it, and its last segment continued beyond the grid."""
+
+    def __init__(self, curve: ResponseCurve):
+        u = np.concatenate([[0.0], curve.utilization])
+        self._x = -np.log1p(-u)
+        self._y = np.log(np.concatenate([curve.unit_zero[:, None], curve.unit], axis=1))
+        self._interp = [PchipInterpolator(self._x, y, extrapolate=False) for y in self._y]
+
+    def __call__(self, rho: np.ndarray) -> np.ndarray:
         with np.errstate(divide="ignore", invalid="ignore"):
             x = -np.log1p(-np.minimum(rho, 1.0))
-        out = np.empty(rho.shape + (self.qs.size,))
+        out = np.empty(rho.shape + (len(self._interp),))
         last = self._x[-1]
         for i, interp in enumerate(self._interp):   # one per SLO percentile (one to three)
             y = self._y[i]
@@ -168,7 +232,7 @@ class _Ceilings:
             inside = np.minimum(x, last)
             val = np.where(x > last, y[-1] + slope * (x - last), interp(np.where(np.isfinite(inside), inside, 0.0)))
             out[..., i] = np.where(rho < 1.0, np.exp(val), np.inf)
-        return out * (self.mean * np.asarray(m, dtype=float))[..., None]
+        return out
 
 
 def _fluid_start(t: np.ndarray, n: np.ndarray, law: _Law, mean: float, servers: int) -> np.ndarray:
@@ -185,148 +249,6 @@ def _fluid_start(t: np.ndarray, n: np.ndarray, law: _Law, mean: float, servers: 
     work = mean / servers * n
     virtual = work + np.maximum.accumulate(law.clock(t) - work)
     return law.clock_inverse(virtual)
-
-
-def _survival_table(service: Service) -> tuple[np.ndarray, np.ndarray]:
-    """``(x, P(S > x))`` on a grid dense in the body (linear to the 99.9th percentile) and in the tail
-    (quantiles up to ``1 - 1e-12``), for :func:`numpy.interp`: one scipy call instead of one per step."""
-    tail = 1.0 - np.geomspace(1e-3, 1e-12, 120)
-    x = np.unique(np.concatenate([[0.0], np.linspace(0.0, float(service.ppf(0.999)), 400),
-                                  np.asarray(service.ppf(tail), dtype=float)]))
-    x = x[np.isfinite(x)]
-    return x, np.asarray(service.sf(x), dtype=float)
-
-
-@dataclass(frozen=True)
-class _PSFluid:
-    """The fluid processor-sharing transient on the grid ``time``: the work clock ``u`` (``t``, or ``G(t)``
-    for the time law), the service ``R(u)`` a request present all along has had (``attained``), and per
-    cohort (the requests admitted between two grid times) its ``R`` on arrival, size multiplier and mass."""
-
-    law: _Law
-    time: np.ndarray
-    clock: np.ndarray
-    attained: np.ndarray
-    arrived: np.ndarray
-    scale: np.ndarray
-    mass: np.ndarray
-    survival: tuple[np.ndarray, np.ndarray]
-
-    def crowd(self, k: np.ndarray) -> np.ndarray:
-        """The number in system at the grid times ``k`` (indices): the cohorts before each, weighted by the
-        chance that their size exceeds the service they have had."""
-        k = np.asarray(k, dtype=int)
-        j = np.arange(self.mass.size)
-        had = (self.attained[k][:, None] - self.arrived[None, :-1]) / self.scale[None, :-1]
-        left = np.interp(had, *self.survival, right=0.0)
-        return np.sum(np.where(j[None, :] < k[:, None], self.mass[None, :] * left, 0.0), axis=1)
-
-    def _attained_at(self, u: np.ndarray) -> np.ndarray:
-        """``R(u)``, continued past the horizon at the last rate."""
-        last = (self.attained[-1] - self.attained[-2]) / (self.clock[-1] - self.clock[-2])
-        return np.where(u <= self.clock[-1], np.interp(u, self.clock, self.attained),
-                        self.attained[-1] + last * (u - self.clock[-1]))
-
-    def response(self, warm_size: np.ndarray) -> np.ndarray:
-        """Response time of the request arriving at each grid time with warm size ``warm_size`` (columns):
-        it leaves when ``R`` has grown by its size, ``R^-1(R(u) + x s)`` (``R`` increases)."""
-        target = self.attained[:, None] + self.scale[:, None] * np.asarray(warm_size, dtype=float)[None, :]
-        last = (self.attained[-1] - self.attained[-2]) / (self.clock[-1] - self.clock[-2])
-        leave = np.where(target <= self.attained[-1], np.interp(target, self.attained, self.clock),
-                         self.clock[-1] + (target - self.attained[-1]) / max(last, 1e-300))
-        if self.law.by == "time":
-            leave = self.law.clock_inverse(leave)
-        return leave - self.time[:, None]
-
-    def late_share(self, service: Service, timeout: float) -> np.ndarray:
-        """Share of the requests arriving at each grid time still there ``timeout`` s later: the warm size
-        above ``(R(u(t + timeout)) - R(u(t))) / s``."""
-        later = self.time + timeout
-        u = later if self.law.by == "requests" else self.law.clock(later)
-        return np.asarray(service.sf((self._attained_at(u) - self.attained) / self.scale), dtype=float)
-
-
-def _step_rate(done: np.ndarray, mass: np.ndarray, scale: np.ndarray, new: tuple[float, float], du: float, c: int,
-               guess: float, tables: tuple[np.ndarray, np.ndarray, np.ndarray]) -> float:
-    """The rate ``r <= 1`` every request present gets over one step of ``du``: 1 if that needs no more
-    than the ``c du`` the cores can do, else the ``r`` at which the work served is ``c du``.
-
-    The cohorts present (``mass``, size multiplier ``scale``) have had ``done`` (warm sizes); the cohort
-    ``new = (mass, scale)`` arrives during the step (at its middle: it gets ``r du / 2``).  A cohort uses
-    ``mass s (U(done + r du / s) - U(done))`` of work with ``U(x) = E[min(S, x)]``: requests that finish
-    within the step use only what they need, which an Euler step at the rate ``c / N`` of the step's
-    start would lose (a crowd of a few requests melts within a step much longer than a service time).
-    The work is concave and increasing in ``r``: Newton's method from the previous step's rate (after
-    its first step it is below the root and climbs to it)."""
-    x_tab, sf_tab, used_tab = tables
-    new_mass, new_scale = new
-    allowance = du / scale
-    weight = mass * scale
-    base = float(np.dot(weight, np.interp(done, x_tab, used_tab)))
-
-    def served(r: float) -> tuple[float, float]:
-        x = done + r * allowance
-        half = 0.5 * r * du / new_scale
-        work = float(np.dot(weight, np.interp(x, x_tab, used_tab))) - base \
-            + new_mass * new_scale * float(np.interp(half, x_tab, used_tab))
-        slope = du * (float(np.dot(mass, np.interp(x, x_tab, sf_tab, right=0.0)))
-                      + 0.5 * new_mass * float(np.interp(half, x_tab, sf_tab, right=0.0)))
-        return work, slope
-
-    need = c * du
-    r = min(guess, 1.0)
-    for _ in range(40):
-        work, slope = served(r)
-        if r == 1.0 and work <= need:
-            return 1.0
-        step = (work - need) / max(slope, 1e-300)
-        r = min(max(r - step, 0.5 * r), 1.0)
-        if abs(step) <= 1e-7 * r:
-            break
-    return r
-
-
-def _ps_fluid(law: _Law, ceil: _Ceilings, t: np.ndarray, n: np.ndarray) -> _PSFluid:
-    """Fluid processor sharing under the warm-up (see warmup_transient's Notes).
-
-    In the work clock ``u`` (``t`` for the requests law, ``G(t)`` for the time law) every request
-    present is served at the rate ``r(u) = min(1, c / N(u))``; ``R(u) = int r`` is the service any
-    request present all along has had, so a request of size ``x`` arriving at ``u_a`` leaves at
-    ``R^-1(R(u_a) + x)``, and ``N(u) = int lambda(a) P(S s_a > R(u) - R(a)) da`` with ``s_a = m(n_a)``
-    for the requests law (1 for the time law, whose sizes are warm in its clock) (Gromoll, Puha and
-    Williams 2002).  The requests admitted between two grid times form one cohort arriving at the
-    middle of the step.  The equation is causal (``N`` now needs ``R`` up to now), so it is marched step
-    by step, each step's rate from the work the cores can do in it (:func:`_step_rate`, vectorised over
-    the cohorts); a cohort whose attained service passes the 1 - 1e-12 quantile of its size has left
-    and drops out.  Against the closed form of an overloaded M/M/1 (``N = c + (lambda - c mu) t``) the
-    crowd is within ``lambda du / 10`` and the percentiles within 0.5 % (``tests/test_plan_warmup.py``).
-    """
-    c = ceil.servers
-    clock = t if law.by == "requests" else law.clock(t)
-    scale = law.multiplier(n) if law.by == "requests" else np.ones_like(t)
-    mass = np.diff(n)
-    x_tab, sf_tab = _survival_table(ceil.service)
-    # E[min(S, x)] = int_0^x P(S > y) dy: the service a request of warm size S uses of an allowance x.
-    used_tab = np.concatenate([[0.0], np.cumsum(0.5 * (sf_tab[1:] + sf_tab[:-1]) * np.diff(x_tab))])
-    biggest = x_tab[-1]
-    du = np.diff(clock)
-    attained = np.zeros(t.size)       # R at the grid times
-    arrived = np.zeros(t.size)        # R at each cohort's arrival (the middle of its step)
-    first = 0                         # cohorts before this one have all left
-    rate, tables = 1.0, (x_tab, sf_tab, used_tab)
-    for i in range(t.size - 1):      # causal: each step needs the rate the crowd of the previous one allows
-        if i:
-            arrived[i - 1] = 0.5 * (attained[i - 1] + attained[i])
-            done = (attained[i] - arrived[first:i]) / scale[first:i]
-            while first < i and done[0] > biggest:
-                first += 1
-                done = done[1:]
-        else:
-            done = np.zeros(0)
-        rate = _step_rate(done, mass[first:i], scale[first:i], (mass[i], scale[i]), du[i], c, rate, tables)
-        attained[i + 1] = attained[i] + rate * du[i]
-    arrived[-2] = 0.5 * (attained[-2] + attained[-1])
-    return _PSFluid(law, t, clock, attained, arrived, scale, mass, (x_tab, sf_tab))
 
 
 def _transient(law: _Law, ceil: _Ceilings, arrival_rate: float, ramp: float, horizon: float) -> dict:
@@ -347,13 +269,19 @@ def _transient(law: _Law, ceil: _Ceilings, arrival_rate: float, ramp: float, hor
     # (reflection principle).  The stationary percentile (inf at rho >= 1) never exceeds that.
     sigma = np.sqrt(lam * admitted * ceil.second_moment) * now / c
     cap = now[:, None] * ceil.service_quantiles[None, :] + (sigma * np.sqrt(t))[:, None] * ceil.z[None, :]
-    psa = np.minimum(ceil.quantiles(rho, now), cap)
+    psa = np.minimum(ceil.quantiles(rho, now), cap + ceil.gaps)   # rr: a request's own slice delays
     fluid = None
-    if ceil.discipline == "fcfs":
+    if ceil.kind == "fcfs":
         resp = delay[:, None] + psa
-    else:
+    elif ceil.kind == "ps":
         fluid = _ps_fluid(law, ceil, t, n)
         resp = np.maximum(fluid.response(ceil.service_quantiles), psa)
+    else:
+        clock = t if law.by == "requests" else law.clock(t)
+        work = mean * np.diff(law.integral(n) if law.by == "requests" else n)
+        inverse = (lambda v: v) if law.by == "requests" else law.clock_inverse
+        fluid = rr_fluid(t, clock, inverse, work, delay > 0, c, ceil.slices, ceil.gaps, ceil.admission)
+        resp = fluid.response_time[:, None] + psa
     return dict(time=t, admitted=admitted, admitted_rate=lam * admitted, requests=n, multiplier=now,
                 utilization=rho, delay=delay, response=resp, ceiling=ceil.qps(now), fluid=fluid)
 

@@ -68,7 +68,7 @@ class RollingDeploy(Result):
     batches, overlap : int
         Batches, and earlier batches still ramping or warming while a batch restarts.
     arrival_rate, processes, batch_size, restart_time, ramp, min_ready, cold_multiplier,
-    warmup_requests, warmup_time, servers, discipline, slo
+    warmup_requests, warmup_time, servers, discipline, slices, slice_delay, admission, slo
         What was asked.
     explanation : str
     """
@@ -97,6 +97,9 @@ class RollingDeploy(Result):
     warmup_time: float | None
     servers: int
     discipline: str
+    slices: int
+    slice_delay: float
+    admission: str
     slo: dict
     explanation: str
 
@@ -196,6 +199,7 @@ def rolling_deploy(arrival_rate: float, service: Service | float, processes: int
                    warmup_requests: float | None = None, warmup_time: float | None = None, batch_size: int = 1,
                    restart_time: float = 30.0, ramp: float = 0.0, min_ready: float | None = None,
                    servers: int = 1, slo: Mapping[float, float] | None = None, discipline: str = "ps",
+                   slices: int = 1, slice_delay: float = 0.0, admission: str = "fifo",
                    progress: Callable[[int, int], Any] | None = None) -> RollingDeploy:
     """The SLO capacity of a fleet while it deploys ``batch_size`` processes at a time, and the N it needs.
 
@@ -218,7 +222,7 @@ def rolling_deploy(arrival_rate: float, service: Service | float, processes: int
     min_ready : float, optional
         Seconds a restarted batch is up before the next goes down (Kubernetes ``minReadySeconds``;
         default: the ramp).
-    servers, slo, discipline
+    servers, slo, discipline, slices, slice_delay, admission
         As in :func:`capacity.plan.warmup_transient`.
     progress : callable, optional
         ``progress(done, total)`` after the response curve, the deploy and the search for N.
@@ -260,7 +264,7 @@ def rolling_deploy(arrival_rate: float, service: Service | float, processes: int
     >>> round(r.min_capacity_qps, 1), round(r.capacity_loss, 3), r.slo_ok
     (734.2, 0.1, True)
     """
-    svc, c, slo = _inputs(service, servers, slo, discipline)
+    svc, c, slo, rr = _inputs(service, servers, slo, discipline, slices, slice_delay, admission)
     lam = float(check_positive(arrival_rate, "arrival_rate"))
     n = check_count(processes, "processes", 1)
     k = check_count(batch_size, "batch_size", 1)
@@ -272,7 +276,7 @@ def rolling_deploy(arrival_rate: float, service: Service | float, processes: int
     ready = r if min_ready is None else float(check_nonnegative(min_ready, "min_ready"))
     period = down + ready
     tick = progress_ticker(progress, 3)
-    ceil = _Ceilings(svc, c, slo, discipline)
+    ceil = _Ceilings(svc, c, slo, discipline, rr)
     tick()
     cyc = _cycle(law, ceil, lam, n, k, down, r, period)
     tick()
@@ -297,7 +301,7 @@ def rolling_deploy(arrival_rate: float, service: Service | float, processes: int
                overlap=cyc["overlap"], arrival_rate=lam, processes=n, batch_size=k, restart_time=down, ramp=r,
                min_ready=ready, cold_multiplier=law.cold, warmup_requests=law.scale if law.by == "requests" else None,
                warmup_time=law.scale if law.by == "time" else None, servers=c, discipline=discipline,
-               slo={float(q): float(t) for q, t in zip(ceil.qs, ceil.ts)})
+               slices=rr[0], slice_delay=rr[1], admission=rr[2], slo={float(q): float(t) for q, t in zip(ceil.qs, ceil.ts)})
     return RollingDeploy(**res, explanation=_explain(res, svc))
 
 

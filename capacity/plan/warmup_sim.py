@@ -30,8 +30,9 @@ from .warmup import _inputs
 
 __all__ = ["WarmupSimulation", "warmup_simulation"]
 
-#: Requests per call: one vectorised FCFS core, and the event engines (PS, several cores).
-_MAX_VECTOR, _MAX_EVENTS = 4_000_000, 600_000
+#: Requests per call: one vectorised FCFS core, and the event engines (PS, several cores); slices per call
+#: for round robin (its engine takes about 0.1-0.6 us a slice, with slice delays the slower end).
+_MAX_VECTOR, _MAX_EVENTS, _MAX_SLICES = 4_000_000, 600_000, 3_000_000
 
 #: Groups of runs for the confidence intervals (sectioning).
 _GROUPS = 10
@@ -56,8 +57,8 @@ class WarmupSimulation(Result):
         With a timeout: the share of all simulated requests that took longer, and its interval.
     requests : int
         Requests simulated in all.
-    arrival_rate, ramp, cold_multiplier, warmup_requests, warmup_time, servers, discipline, slo,
-    timeout, horizon, bucket, replications, seed
+    arrival_rate, ramp, cold_multiplier, warmup_requests, warmup_time, servers, discipline, slices,
+    slice_delay, admission, slo, timeout, horizon, bucket, replications, seed
         What was asked.
     explanation : str
     """
@@ -74,6 +75,9 @@ class WarmupSimulation(Result):
     warmup_time: float | None
     servers: int
     discipline: str
+    slices: int
+    slice_delay: float
+    admission: str
     slo: dict
     timeout: float | None
     horizon: float
@@ -107,9 +111,11 @@ def _lindley_rows(arr: np.ndarray, sizes: np.ndarray) -> np.ndarray:
     return x - np.minimum.accumulate(x, axis=1)
 
 
-def _responses(arr: np.ndarray, base: np.ndarray, law: _Law, c: int, discipline: str, tick: Callable) -> np.ndarray:
+def _responses(arr: np.ndarray, base: np.ndarray, law: _Law, ceil: _Ceilings, tick: Callable) -> np.ndarray:
     """Response times, shape of ``arr`` (NaN on the padding)."""
-    from ..sim._engines import _fcfs, _ps
+    from ..sim._engines import _fcfs, _ps, _rr
+
+    c, discipline = ceil.servers, ceil.discipline
 
     live = np.isfinite(arr)
     if law.by == "requests":
@@ -118,16 +124,19 @@ def _responses(arr: np.ndarray, base: np.ndarray, law: _Law, c: int, discipline:
     else:
         sizes, clock = base, np.where(live, law.clock(np.where(live, arr, 0.0)), np.inf)
     out = np.full(arr.shape, np.nan)
-    if discipline == "fcfs" and c == 1:
+    if ceil.kind == "fcfs" and c == 1:
         done = np.where(live, clock, 0.0) + _lindley_rows(clock, np.where(live, sizes, 0.0)) + sizes
         done_rows = [done[i, live[i]] for i in range(arr.shape[0])]
         tick()
     else:
-        engine = _ps if discipline == "ps" else _fcfs
+        def engine(a: np.ndarray, x: np.ndarray) -> np.ndarray:
+            if discipline == "rr":
+                return _rr(a, x, c, ceil.slices, ceil.slice_delay, None, ceil.admission)[0].completion
+            return (_ps if discipline == "ps" else _fcfs)(a, x, c).completion
+
         done_rows = []
         for i in range(arr.shape[0]):     # one event-driven run per replication (the engines are per process)
-            a = clock[i, live[i]]
-            done_rows.append(engine(a, sizes[i, live[i]], c).completion)
+            done_rows.append(engine(clock[i, live[i]], sizes[i, live[i]]))
             tick()
     for i, done in enumerate(done_rows):
         real = done if law.by == "requests" else law.clock_inverse(done)
@@ -156,6 +165,7 @@ def _interval(estimate: np.ndarray, groups: np.ndarray) -> tuple[np.ndarray, np.
 def warmup_simulation(arrival_rate: float, service: Service | float, cold_multiplier: float, *,
                       warmup_requests: float | None = None, warmup_time: float | None = None, ramp: float = 0.0,
                       servers: int = 1, slo: Mapping[float, float] | None = None, discipline: str = "ps",
+                      slices: int = 1, slice_delay: float = 0.0, admission: str = "fifo",
                       timeout: float | None = None, horizon: float | None = None, bucket: float | None = None,
                       replications: int = 40, seed: Any = None,
                       progress: Callable[[int, int], Any] | None = None) -> WarmupSimulation:
@@ -165,13 +175,18 @@ def warmup_simulation(arrival_rate: float, service: Service | float, cold_multip
     ----------
     arrival_rate, service, cold_multiplier, warmup_requests, warmup_time, ramp, servers, slo, discipline, timeout
         As in :func:`capacity.plan.warmup_transient`.
+    slices, slice_delay, admission : optional
+        ``discipline="rr"`` only, as in :func:`capacity.plan.warmup_transient`.  A slice delay is a
+        wall-clock wait, which the time law's change of clock cannot carry: with ``warmup_time`` it
+        must be 0 (``ValueError`` otherwise; the requests law simulates it exactly).
     horizon, bucket : float, optional
         Seconds simulated from the moment the process takes traffic (default: the model's horizon),
         and the width of a bucket (default: a sixtieth of it).
     replications : int, optional
         Independent runs (default 40), pooled per bucket; their requests in all are limited to
         4 million for one FCFS core (vectorised: 2.7 s and 0.5 GB at the limit on the development
-        machine) and 600 000 otherwise (one event-driven run each: about 0.9 s at the limit).
+        machine) and 600 000 otherwise (one event-driven run each: about 0.9 s at the limit); for
+        round robin also 3 million slices (requests times ``slices``: about 0.5-2 s).
     seed : optional
         Anything :func:`numpy.random.default_rng` accepts.
     progress : callable, optional
@@ -189,9 +204,12 @@ def warmup_simulation(arrival_rate: float, service: Service | float, cold_multip
     the process empty at ``t = 0``.  Requests law: the ``n``-th request (``n = 0, 1, ...``, in
     arrival order, which is the order FCFS starts them) needs ``S_n m(n)``.  Time law: the
     process runs at speed ``1 / m(t)``, i.e. the warm queue in the clock ``G``: arrivals at
-    ``G(t_n)``, sizes ``S_n``, completions mapped back by ``G^-1`` -- exact for FCFS and PS.  One
-    FCFS core: Lindley's recursion for all runs at once; otherwise the simulator's engines
-    (:mod:`capacity.sim`), one run at a time.
+    ``G(t_n)``, sizes ``S_n``, completions mapped back by ``G^-1`` -- exact for FCFS, PS and round
+    robin without slice delays (every one of them only shares the CPU).  One FCFS core:
+    Lindley's recursion for all runs at once; otherwise the simulator's engines
+    (:mod:`capacity.sim`; round robin: ``simulate(discipline="rr")``'s engine with its slices, slice
+    delay and admission), one run at a time.  Round robin's requests law gives the ``n``-th request
+    to arrive ``S_n m(n)`` (all of its slices), as the model prices it.
 
     Per bucket the percentiles pool every run's requests that arrived in it (the ensemble
     percentile, which the model's pointwise percentile is, smoothed over the bucket).  Their 95 %
@@ -212,25 +230,29 @@ def warmup_simulation(arrival_rate: float, service: Service | float, cold_multip
     >>> bool(run.peak_response[0.99] < 0.3), run.seconds_over_slo
     (True, 0.0)
     """
-    svc, c, slo = _inputs(service, servers, slo, discipline)
+    svc, c, slo, rr = _inputs(service, servers, slo, discipline, slices, slice_delay, admission)
     lam = float(check_positive(arrival_rate, "arrival_rate"))
     law = _law(cold_multiplier, warmup_requests, warmup_time)
+    if law.by == "time" and rr[1] > 0 and rr[0] > 1:
+        raise ValueError(f"slice_delay must be 0 with warmup_time (a wall-clock wait does not slow down with the "
+                         f"process, so the time law's change of clock does not hold), got slice_delay={slice_delay!r}")
     r = _check_ramp(ramp)
     tau = None if timeout is None else float(check_positive(timeout, "timeout"))
     runs = check_count(replications, "replications", 2)
-    ceil = _Ceilings(svc, c, slo, discipline)
+    ceil = _Ceilings(svc, c, slo, discipline, rr)
     span = _default_horizon(law, ceil, lam, r) if horizon is None else float(check_positive(horizon, "horizon"))
     width = span / 60 if bucket is None else float(check_positive(bucket, "bucket"))
     expected = runs * lam * float(_admitted_integral(np.array(span), r))
-    limit = _MAX_VECTOR if (discipline == "fcfs" and c == 1) else _MAX_EVENTS
+    vector = ceil.kind == "fcfs" and c == 1
+    limit = _MAX_VECTOR if vector else min(_MAX_EVENTS, _MAX_SLICES // rr[0])
     if expected > limit:
         raise ValueError(f"replications x requests per run must stay below {limit:,} (about a few seconds), got "
                          f"{runs} x {expected / runs:,.0f}: lower replications={replications!r} or the horizon")
     rng = np.random.default_rng(seed)
-    tick = progress_ticker(progress, 1 if (discipline == "fcfs" and c == 1) else runs)
+    tick = progress_ticker(progress, 1 if vector else runs)
     arr = _arrivals(lam, r, span, runs, rng)
     base = np.asarray(svc.sample(arr.size, rng), dtype=float).reshape(arr.shape)
-    resp = _responses(arr, base, law, c, discipline, tick)
+    resp = _responses(arr, base, law, ceil, tick)
     return _summarise(arr, resp, ceil, lam, law, r, tau, span, width, runs, seed)
 
 
@@ -268,7 +290,8 @@ def _summarise(arr: np.ndarray, resp: np.ndarray, ceil: _Ceilings, lam: float, l
                requests=int(live.sum()), arrival_rate=lam, ramp=ramp, cold_multiplier=law.cold,
                warmup_requests=law.scale if law.by == "requests" else None,
                warmup_time=law.scale if law.by == "time" else None, servers=ceil.servers,
-               discipline=ceil.discipline, slo={float(q): float(t) for q, t in zip(ceil.qs, ceil.ts)}, timeout=tau,
+               discipline=ceil.discipline, slices=ceil.slices, slice_delay=ceil.slice_delay, admission=ceil.admission,
+               slo={float(q): float(t) for q, t in zip(ceil.qs, ceil.ts)}, timeout=tau,
                horizon=span, bucket=width, replications=runs, seed=seed)
     return WarmupSimulation(**res, explanation=_explain(res))
 
