@@ -27,13 +27,25 @@ import math
 from typing import Any, Callable
 
 import numpy as np
-from scipy import special, stats
+from scipy import special
 
 from ._checks import as_float_array, check_broadcast, check_positive, check_quantile, scalar_out
 
 __all__ = ["Service", "as_service"]
 
 ArrayLike = Any
+
+
+#: Families whose cdf, sf and ppf come from scipy.special directly (Service._closed_form).
+_CLOSED_FORM = ("exponential", "erlang", "gamma", "lognormal")
+
+
+def _stats():
+    """``scipy.stats``, imported when a law is first evaluated: it takes half a second to import,
+    and a CLI call or a planning script that never asks a quantile of it should not pay for it."""
+    from scipy import stats
+
+    return stats
 
 
 def _clog1p(z: np.ndarray) -> np.ndarray:
@@ -101,7 +113,7 @@ class Service:
     def exponential(cls, mean: ArrayLike) -> "Service":
         """Exponential service time with the given mean (scv = 1)."""
         m = check_positive(mean, "mean")
-        return cls("exponential", {"mean": m}, frozen=lambda: stats.expon(scale=m))
+        return cls("exponential", {"mean": m}, frozen=lambda: _stats().expon(scale=m))
 
     @classmethod
     def erlang(cls, mean: ArrayLike, k: ArrayLike) -> "Service":
@@ -114,7 +126,7 @@ class Service:
         shape = check_broadcast(mean=m, k=k_arr)
         m, k_arr = np.broadcast_to(m, shape), np.broadcast_to(k_arr, shape)
         return cls("erlang", {"mean": m, "k": k_arr},
-                   frozen=lambda: stats.gamma(a=k_arr, scale=m / k_arr))
+                   frozen=lambda: _stats().gamma(a=k_arr, scale=m / k_arr))
 
     @classmethod
     def gamma(cls, mean: ArrayLike, scv: ArrayLike) -> "Service":
@@ -124,7 +136,7 @@ class Service:
         shape = check_broadcast(mean=m, scv=c2)
         m, c2 = np.broadcast_to(m, shape), np.broadcast_to(c2, shape)
         return cls("gamma", {"mean": m, "scv": c2},
-                   frozen=lambda: stats.gamma(a=1.0 / c2, scale=m * c2))
+                   frozen=lambda: _stats().gamma(a=1.0 / c2, scale=m * c2))
 
     @classmethod
     def lognormal(cls, mean: ArrayLike, scv: ArrayLike) -> "Service":
@@ -139,7 +151,7 @@ class Service:
         sigma = np.sqrt(np.log1p(c2))
         scale = m * np.exp(-0.5 * sigma**2)
         return cls("lognormal", {"mean": m, "scv": c2},
-                   frozen=lambda: stats.lognorm(s=sigma, scale=scale))
+                   frozen=lambda: _stats().lognorm(s=sigma, scale=scale))
 
     @classmethod
     def hyperexponential(cls, mean: ArrayLike, scv: ArrayLike) -> "Service":
@@ -368,6 +380,8 @@ class Service:
         if fam == "empirical":
             x = self._samples
             return scalar_out(np.searchsorted(x, t, side="right") / x.size)
+        if fam in _CLOSED_FORM:
+            return scalar_out(self._closed_form("cdf", t))
         return scalar_out(self._frozen.cdf(t))
 
     def sf(self, t: ArrayLike):
@@ -382,6 +396,8 @@ class Service:
         if fam == "empirical":
             x = self._samples
             return scalar_out(1.0 - np.searchsorted(x, t, side="right") / x.size)
+        if fam in _CLOSED_FORM:
+            return scalar_out(self._closed_form("sf", t))
         return scalar_out(self._frozen.sf(t))
 
     def ppf(self, q: ArrayLike):
@@ -394,7 +410,30 @@ class Service:
             return scalar_out(self._hyperexponential_ppf(q))
         if fam == "empirical":
             return scalar_out(np.quantile(self._samples, q, method="inverted_cdf"))
+        if fam in _CLOSED_FORM:
+            return scalar_out(self._closed_form("ppf", q))
         return scalar_out(self._frozen.ppf(q))
+
+    def _closed_form(self, what: str, x: np.ndarray) -> np.ndarray:
+        """cdf, sf or ppf of the exponential, Erlang, gamma and lognormal laws from
+        ``scipy.special``, the same formulas ``scipy.stats`` evaluates (``gammainc``/``gammaincc``/
+        ``gammaincinv``; ``ndtr``/``ndtri`` of ``log t``), without importing ``scipy.stats``
+        (half a second: the first queue answer of a fresh process paid it)."""
+        fam, p = self.family, self._params
+        if fam == "lognormal":
+            sigma = np.sqrt(np.log1p(p["scv"]))
+            mu = np.log(p["mean"]) - 0.5 * sigma ** 2
+            if what == "ppf":
+                return np.exp(mu + sigma * special.ndtri(x))
+            with np.errstate(divide="ignore", invalid="ignore"):
+                z = (np.log(np.maximum(x, 0.0)) - mu) / sigma
+            return special.ndtr(z) if what == "cdf" else special.ndtr(-z)
+        shape = 1.0 if fam == "exponential" else (p["k"] if fam == "erlang" else 1.0 / p["scv"])
+        scale = p["mean"] / shape
+        if what == "ppf":
+            return scale * special.gammaincinv(shape, x)
+        u = np.maximum(x, 0.0) / scale
+        return special.gammainc(shape, u) if what == "cdf" else special.gammaincc(shape, u)
 
     def _hyperexponential_ppf(self, q: np.ndarray) -> np.ndarray:
         # The sf lies between exp(-r_max t) and exp(-r_min t): bisect on

@@ -233,3 +233,40 @@ def test_from_moments_broadcasts_arrays_on_one_side_of_one():
 def test_from_moments_refuses_what_no_law_of_the_family_has(kwargs, match):
     with pytest.raises(ValueError, match=match):
         Service.from_moments(**kwargs)
+
+
+# ---------------------------------------------------------------------- closed forms vs scipy.stats
+def _law(family: str, mean: float, scv: float, k: int) -> Service:
+    return {"exponential": lambda: Service.exponential(mean), "erlang": lambda: Service.erlang(mean, k),
+            "gamma": lambda: Service.gamma(mean, scv), "lognormal": lambda: Service.lognormal(mean, scv)}[family]()
+
+
+@settings(max_examples=150, deadline=None)
+@given(family=st.sampled_from(["exponential", "erlang", "gamma", "lognormal"]),
+       log_mean=st.floats(-4, 2), log_scv=st.floats(-3, 1.7), k=st.integers(1, 300),
+       t_over_mean=st.floats(1e-3, 100.0), q=st.floats(1e-12, 1 - 1e-12))
+def test_closed_forms_are_scipy_stats(family, log_mean, log_scv, k, t_over_mean, q):
+    """cdf, sf and ppf of these families come from scipy.special directly (the first queue answer
+    of a process no longer imports scipy.stats); they must be scipy.stats's own values."""
+    svc = _law(family, 10 ** log_mean, 10 ** log_scv, k)
+    frozen = svc._frozen
+    t = np.array([-1.0, 0.0, t_over_mean * 10 ** log_mean])
+    for ours, ref in ((svc.cdf(t), frozen.cdf(t)), (svc.sf(t), frozen.sf(t)),
+                      (svc.ppf(q), frozen.ppf(q))):
+        np.testing.assert_allclose(ours, ref, rtol=1e-10, atol=0.0)
+
+
+def test_a_fresh_process_answers_without_importing_scipy_stats():
+    """scipy.stats takes about half a second to import; the queue formulas' first answers in a
+    fresh process (a CLI call, a planning script) must not need it."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from capacity import ps, fcfs, rr, Service; "
+            "ps.response_quantile(0.99, 20.0, Service.lognormal(0.025, 2.0)); "
+            "fcfs.response_quantile(0.99, 20.0, Service.gamma(0.025, 2.0)); "
+            "rr.response_quantile(0.99, 20.0, Service.gamma(0.025, 0.5), slices=4); "
+            "print('scipy.stats' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"
