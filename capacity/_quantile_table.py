@@ -40,6 +40,16 @@ A family is answered from a table exactly when the shipped file holds it, so the
 only laws without an exact phase-type computation (this release: lognormal from scv 0.57 and gamma
 from 0.085 to 5.5).
 
+Phase-type laws for the fits (PS)
+---------------------------------
+Hyperexponential CPU has an exact M/H2/1-PS transform in :mod:`capacity.ps` (which stays exact),
+but at 40-80 ms a point a fit of tens of evaluations took 1.6-5.5 s.  ``ps_phase_type_quantiles.npz``
+(``tools/build_quantile_tables.py ps_phase_type hyperexponential``, 25 scv nodes from 1 to 25 on the
+same rho grid, finer levels) is read by the PS fits only, through ``tabled_or_direct(PS_PHASE_TYPE,
+...)`` (round robin's PS half stays the exact one its calibration used); interpolation error
+against the exact transform in
+:data:`PS_PHASE_TYPE_SCV`'s comment and ``tests/test_quantile_table.py``.
+
 Nearly constant CPU times (PS)
 ------------------------------
 Below those scv values a second PS file, ``ps_near_constant_quantiles.npz``
@@ -78,6 +88,23 @@ SCV = {
 Z = np.linspace(np.log(-np.log1p(-0.001)), np.log(-np.log(1e-6)), 40)
 
 DISCIPLINES = ("ps", "fcfs")
+#: Processor-sharing quantiles of laws :mod:`capacity.ps` computes exactly (phase-type:
+#: hyperexponential, 40-80 ms a point), tabulated for the PS fits, which evaluate them tens of
+#: times (:func:`capacity.fit._model.queue_quantile`), while ``capacity.ps`` itself stays exact (and
+#: so does round robin's PS half, which its calibration was fitted against).  Read like the
+#: others: ``tabled_or_direct(PS_PHASE_TYPE, ...)``.
+PS_PHASE_TYPE = "ps_phase_type"
+#: Its scv grid, 2.5 times finer than the FCFS table's hyperexponential one: the balanced-means
+#: H2's slow branch holds 1-p of the requests, 2-5 % at scv 10-25, and its p95-p99 move fast with
+#: the scv.  Against the exact transform between the nodes (``tools/build_quantile_tables.py
+#: --check ps_phase_type hyperexponential``, 192 cell midpoints): at most 0.66 % at p99 (light
+#: load, on the leap below), 0.08 % at p90, 0.007 % at p50 and p99.9, median 2e-5.
+PS_PHASE_TYPE_SCV = {"hyperexponential": np.geomspace(1.0, 25.0, 25)}
+#: Its levels, three times finer than :data:`Z` over the same range: at light load the response of
+#: an H2 law is the law itself, whose quantile leaps (log t by ~2 within 0.4 in z) where the slow
+#: branch takes over from the fast one; 40 levels put one or two nodes on that step (and left the
+#: spline 14-16 % off at p99 there).
+PS_PHASE_TYPE_Z = np.linspace(Z[0], Z[-1], 3 * Z.size - 2)
 FOLDER = pathlib.Path(__file__).resolve().parent / "tables"
 # Set by tools/build_quantile_tables.py so that a rebuild computes every point directly.
 disabled = False

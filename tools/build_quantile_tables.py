@@ -7,6 +7,7 @@ Usage (from the repository root)::
     python tools/build_quantile_tables.py fcfs lognormal gamma hyperexponential   # ~1 min
     python tools/build_quantile_tables.py ps gamma:3:18                 # adds gamma, keeps lognormal
     python tools/build_quantile_tables.py --check ps lognormal          # error between the nodes
+    python tools/build_quantile_tables.py ps_phase_type hyperexponential  # ~3 min; for the fits
 
 Each family is computed into ``build/<discipline>_tables/<family>_<i>.npz`` (one file per scv
 value, so an interrupted build resumes), then the families named are assembled into the
@@ -82,14 +83,14 @@ def one_scv_fcfs(family: str, scv: float) -> np.ndarray:
     return np.log(t) + np.log1p(-RHO)[:, None]
 
 
-def one_scv(family: str, scv: float) -> np.ndarray:
-    """log((1 - rho) t_q) for every rho of RHO (rows) and z of Z (columns)."""
+def one_scv(family: str, scv: float, z: np.ndarray = Z) -> np.ndarray:
+    """log((1 - rho) t_q) for every rho of RHO (rows) and level of ``z`` (columns)."""
     svc = getattr(Service, family)(1.0, scv)
     et = 1.0 / (1.0 - RHO)                                     # E[T] with E[S] = 1
     # The hyper-Erlang fit of a low-scv law has a heavier lower tail than the law itself.
     lo = np.full(RHO.size, 0.1 * float(svc.ppf(1e-5)))
     hi = np.maximum(float(svc.ppf(1.0 - 1e-9)) * et, 200.0 * et)
-    out = np.full((RHO.size, Z.size), np.nan)
+    out = np.full((RHO.size, z.size), np.nan)
     raw_t = np.empty((RHO.size, T_POINTS))
     raw_sf = np.empty((RHO.size, T_POINTS))
     todo = np.arange(RHO.size)
@@ -99,7 +100,7 @@ def one_scv(family: str, scv: float) -> np.ndarray:
         failed = []
         for row, i in enumerate(todo):
             raw_t[i], raw_sf[i] = t[row], sf[row]
-            levels = _levels(t[row], sf[row], RHO[i])
+            levels = _levels(t[row], sf[row], RHO[i], Z=z)
             if levels is None:
                 failed.append(i)
                 # Widen whichever end fell short.
@@ -115,25 +116,47 @@ def one_scv(family: str, scv: float) -> np.ndarray:
     raise RuntimeError(f"{family} scv={scv}: t grid does not cover the levels at rho={RHO[todo]}")
 
 
+def _scv_grid(discipline: str, family: str) -> np.ndarray:
+    """The scv nodes of a family in a discipline's table (the phase-type PS table has its own)."""
+    return table_mod.PS_PHASE_TYPE_SCV[family] if discipline == table_mod.PS_PHASE_TYPE else SCV[family]
+
+
+def _z_grid(discipline: str) -> np.ndarray:
+    """The levels of a discipline's table (the phase-type PS table has finer ones)."""
+    return table_mod.PS_PHASE_TYPE_Z if discipline == table_mod.PS_PHASE_TYPE else Z
+
+
+def _relevel(raw_t: np.ndarray, raw_sf: np.ndarray, z: np.ndarray) -> np.ndarray:
+    """A PS build file's rows of P(T > t) read at other levels (no recomputation)."""
+    rows = [_levels(raw_t[i], raw_sf[i], RHO[i], Z=z) for i in range(RHO.size)]
+    if any(r is None for r in rows):
+        raise RuntimeError("the saved rows of P(T > t) do not cover these levels: rebuild")
+    return np.array(rows)
+
+
 def build_family(discipline: str, family: str, layers: range | None = None) -> np.ndarray:
     build = ROOT / "build" / f"{discipline}_tables"
     build.mkdir(parents=True, exist_ok=True)
     # BUILD_REVERSE=1 walks the scv values from the top, so a second process can share a family.
-    layers_wanted = range(SCV[family].size) if layers is None else layers
+    grid = _scv_grid(discipline, family)
+    layers_wanted = range(grid.size) if layers is None else layers
     order = layers_wanted[::-1] if os.environ.get("BUILD_REVERSE") else layers_wanted
     done = {}
     for j in order:
-        scv = SCV[family][j]
+        scv = grid[j]
         path = build / f"{family}_{j:02d}.npz"
         if path.exists():
-            done[j] = np.load(path)["table"]
+            with np.load(path) as saved:
+                done[j] = saved["table"]
+                if done[j].shape[-1] != _z_grid(discipline).size:
+                    done[j] = _relevel(saved["t"], saved["sf"], _z_grid(discipline))
             continue
         t0 = time.perf_counter()
         if discipline == "fcfs":
             table = one_scv_fcfs(family, float(scv))
             np.savez(path, table=table)
         else:
-            table, raw_t, raw_sf = one_scv(family, float(scv))
+            table, raw_t, raw_sf = one_scv(family, float(scv), _z_grid(discipline))
             np.savez(path, table=table, t=raw_t, sf=raw_sf)
         done[j] = table
         print(f"{discipline} {family} scv={scv:.4g}: {time.perf_counter() - t0:.1f} s", flush=True)
@@ -143,7 +166,7 @@ def build_family(discipline: str, family: str, layers: range | None = None) -> n
 def check(discipline: str, family: str, levels=(0.5, 0.9, 0.99, 0.999), step: int = 2) -> None:
     """Table against the direct computation midway between nodes (every ``step``-th cell)."""
     spline = table_mod._interpolators(discipline)[family][-1].spline   # the main table (the last piece)
-    model = ps if discipline == "ps" else fcfs
+    model = ps if discipline.startswith("ps") else fcfs
     lr = np.log(RHO / (1 - RHO))
     with np.load(table_mod.path(discipline)) as data:
         ls = np.log(data[f"scv_{family}"])
@@ -172,7 +195,8 @@ def main(discipline: str, families: list[str]) -> None:
     chosen = {}
     for f in families:
         name, *bounds = f.split(":")
-        chosen[name] = range(int(bounds[0]), int(bounds[1])) if bounds else range(SCV[name].size)
+        chosen[name] = (range(int(bounds[0]), int(bounds[1])) if bounds
+                        else range(_scv_grid(discipline, name).size))
     tables = {f: build_family(discipline, f, r) for f, r in chosen.items()}
     out = table_mod.path(discipline)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -181,11 +205,11 @@ def main(discipline: str, families: list[str]) -> None:
         # Families already shipped and not named here are kept as they are (adding gamma to the
         # PS table does not recompute its lognormal part).
         with np.load(out) as old:
-            if np.array_equal(old["rho"], RHO) and np.array_equal(old["z"], Z):
+            if np.array_equal(old["rho"], RHO) and np.array_equal(old["z"], _z_grid(discipline)):
                 arrays = {k: old[k] for k in old.files if k not in ("rho", "z")}
-    arrays.update({f"scv_{f}": SCV[f][chosen[f].start:chosen[f].stop] for f in tables})
+    arrays.update({f"scv_{f}": _scv_grid(discipline, f)[chosen[f].start:chosen[f].stop] for f in tables})
     arrays.update({f"log_scaled_{f}": t.astype(np.float32) for f, t in tables.items()})
-    np.savez_compressed(out, rho=RHO, z=Z, **arrays)
+    np.savez_compressed(out, rho=RHO, z=_z_grid(discipline), **arrays)
     kept = sorted({k[len("scv_"):] for k in arrays if k.startswith("scv_")} - set(tables))
     print(f"wrote {out.relative_to(ROOT)} with {', '.join(tables)}" + (f" (kept {', '.join(kept)})" if kept else ""))
 
@@ -195,7 +219,7 @@ if __name__ == "__main__":
     if args[:1] == ["--check"]:
         for fam in args[2:]:
             check(args[1], fam)
-    elif args and args[0] in table_mod.DISCIPLINES and len(args) > 1:
+    elif args and args[0] in (*table_mod.DISCIPLINES, table_mod.PS_PHASE_TYPE) and len(args) > 1:
         main(args[0], args[1:])
     else:
         sys.exit(__doc__)

@@ -70,8 +70,11 @@ def queue_quantile(discipline, q, lam, servers, svc, slices=1, admission="fifo",
         # One core, lognormal or gamma: the shipped table of exact M/G/1 quantiles (interpolation
         # error <= 0.2 %, see from_percentiles); the rest, and points off the table, exactly.
         return _quantile_table.tabled_or_direct("fcfs", q, lam, svc, servers, fcfs.response_quantile)
-    from .. import ps
-    return np.asarray(ps.response_quantile(q, lam, svc, servers), dtype=float)
+    from .. import _quantile_table, ps
+    # Hyperexponential: the shipped phase-type PS table (the exact transform costs 40-80 ms a point,
+    # seconds a fit); lognormal and gamma are tabled inside capacity.ps itself; the rest exactly.
+    return _quantile_table.tabled_or_direct(_quantile_table.PS_PHASE_TYPE, q, lam, svc, servers,
+                                            ps.response_quantile)
 
 
 def queue_sf(discipline, t, lam, servers, svc, slices=1, admission="fifo", slice_delay=0.0):
@@ -175,10 +178,13 @@ class QueueModel:
         """Whether one evaluation is computed point by point (no shipped table covers it)."""
         # rr evaluates one PS quantile per point (except slices=1, which is FCFS).
         # Lognormal and gamma come from the shipped PS table (capacity._quantile_table) when it covers them.
-        from .._quantile_table import families
+        from .._quantile_table import PS_PHASE_TYPE, families
 
+        # The phase-type PS table serves the PS fits only: rr's PS half stays what its calibration
+        # (tools/calibrate_rr.py) was fitted against, capacity.ps itself.
+        tabled = families("ps") + (families(PS_PHASE_TYPE) if self.discipline == "ps" else ())
         return (self.discipline == "ps" or (self.discipline == "rr" and self.slices > 1)) \
-            and self.family in SLOW_PS and self.family not in families("ps")
+            and self.family in SLOW_PS and self.family not in tabled
 
     def service(self, params: dict) -> Service:
         """The batch of service laws, parameters of shape (K, 1), from ``params['mean']``/``['scv']`` (K,)."""
