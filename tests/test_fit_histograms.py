@@ -354,6 +354,28 @@ def test_an_event_loop_day_brings_round_robin_into_the_choice():
     assert abs(fit.predict(0.99, 40.0) - ci.estimate) <= ci.half_width + 0.10 * ci.estimate
 
 
+def test_round_robin_that_wins_through_one_window_is_set_aside():
+    """Hand-worked: rr (3 free parameters) against the best PS/FCFS fit (2), dispersion c = 4, so
+    rr must gain more than 2 c = 8 in deviance.  Gains per window 1, 1, 1, 40: 43 in all, 3 without
+    window 3 -> set aside, naming window 3.  Gains 5, 5, 5, 40: 15 without window 3 -> kept.  A
+    loss everywhere (-1 per window) -> set aside too (no gain at all)."""
+    import types
+
+    import pandas as pd
+
+    from capacity.fit._rr_candidates import rests_on_one_window
+
+    def fake(deviances, free):
+        return types.SimpleNamespace(windows_=pd.DataFrame({"deviance": deviances}), _n_free=free)
+
+    top = fake([10.0, 10.0, 10.0, 50.0], 2)
+    why = rests_on_one_window(fake([9.0, 9.0, 9.0, 10.0], 3), top, 4.0)
+    assert why == {"window": 3, "deviance_gain": 43.0, "gain_in_window": 40.0, "gain_without_it": 3.0,
+                   "gain_needed": 8.0}
+    assert rests_on_one_window(fake([5.0, 5.0, 5.0, 10.0], 3), top, 4.0) is None
+    assert rests_on_one_window(fake([11.0, 11.0, 11.0, 51.0], 3), top, 4.0)["deviance_gain"] == -4.0
+
+
 def test_a_busy_loop_is_fitted_and_its_peak_predicted_with_an_interval():
     """A blocking handler of nearly constant CPU (gamma scv 0.002, 5 ms), a day at utilisation
     0.2-0.6 with its CPU counter: the FCFS fits find the near-constant law (scv below the FCFS
