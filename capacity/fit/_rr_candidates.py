@@ -110,7 +110,8 @@ def rests_on_one_window(rr_fit, top, dispersion: float) -> dict | None:
     an rr fit that wins only through one window, or not at all, has shown nothing the day supports,
     and left in the comparison it would still take Akaike weight into the prediction intervals.
 
-    Measured (``tools/fit_discipline_recovery.py``): on a day of heavy-tailed FCFS (lognormal
+    Measured (``tools/fit_discipline_recovery.py``, with the rr body recalibrated on branch
+    ``rr-body``; on this release's calibration no day changes): on a day of heavy-tailed FCFS (lognormal
     scv 4, 5-minute windows) rr k = 2 gained 32.5 in G (4.1 c, QAIC 2.1 ahead), 34.1 of it in one
     window of twelve; on the three event-loop days rr was tried on, the gain without the best
     window was 4.2-74 times the 2 c needed (and 50 times on the idle-admission day of
