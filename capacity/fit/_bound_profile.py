@@ -78,7 +78,8 @@ class BoundProfile(NamedTuple):
 
     def shift(self, t: np.ndarray) -> np.ndarray:
         """The parameter vectors on the profile path at distances ``t`` (K,), shape (K, p)."""
-        return np.stack([np.interp(t, self.steps, self.path[:, j]) for j in range(self.path.shape[1])], axis=1)
+        columns = [np.interp(t, self.steps, self.path[:, j]) for j in range(self.path.shape[1])]
+        return np.stack(columns, axis=1)
 
 
 def on_bound(theta: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> list[int]:
