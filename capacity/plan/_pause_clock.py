@@ -12,7 +12,7 @@ request leaves stops every core and delays it by the whole pause length -- the r
 already queued when the pause begins, and the second and later pauses within a long timeout.
 Under FCFS this is exact given ``Y``, because later arrivals (those the pause piles up) queue
 behind the request; under processor sharing they share the cores with it afterwards, which
-this leaves out.
+``gc_whatif`` adds to the pause's length (``_ps_pause_cost`` in :mod:`._gc_service`).
 
 Pauses begin at the events of a Poisson stream of rate ``alpha`` per second of *unpaused* time
 (``alpha = r_w / (1 - r_w E[V])`` for ``r_w`` pauses per wall second), independent of the

@@ -242,23 +242,43 @@ def gc_whatif(service: Service | ArrayLike, gc_cpu_share: float, pause_mean: flo
     timeouts of 0.5, 0.9, 1.5 and 3 pauses; 151 points with a share above 1e-4) the median
     error is 5 % (10 % before the backlog and the paused clock were added), 88 % of the points
     are within the 95 % interval plus 10 % (71 % before) and 98 % within it plus 20 % (83 %).
-    The earlier model was low by up to 100 % once a constant pause was shorter than the timeout
-    and by 40-60 % at long timeouts; now the errors are -25 % to +40 % (+190 % at 1.5 constant
-    pauses of 100-500 ms, where the simulated share is 5e-4 and the backlog's fluid view
-    overstates two overlapping pauses).  The model is high (+15 % to +40 %) at low load for
-    timeouts of 1.5-3 exponential pauses (a pause cannot begin during the rest of the current
-    one, which the clock allows) and low (-15 % to -25 %) at rho_x 0.85 for timeouts past the
-    pause (the fluid backlog drains more evenly than the queue does).  Under processor sharing
-    the work piled up in a pause shares the cores with a request already in flight, which
-    ``C(Y)`` leaves out: against the same simulation under PS on one core (pauses of 10-500 ms,
-    68 points) the median error is 11 % (12 % before), 62 % of the points are within the
-    interval plus 10 % (54 % before) and 82 % within it plus 20 % (69 %), but the errors run from
-    -85 % (constant pauses at rho_x 0.85, timeouts past the pause) to +60 % (+440 % at a
-    simulated share of 1e-4): under PS read the fraction as a rough guide.  The percentile
-    columns come from the gamma law above, which smooths rare long pauses into every request:
-    where pauses are rare and long
-    compared with the service (a JVM's 20-200 ms young GCs against 3 ms requests) the gamma
-    p99 can be far below the simulated one (64 vs 99 ms at 1 pause/s of 100 ms), and
+    The earlier model was low by up to 100 % once a constant pause was shorter than the timeout and
+    by 40-60 % at long timeouts; now the errors are -25 % to +40 % (+190 % at 1.5 constant pauses of
+    100-500 ms, where the simulated share is 5e-4 and the backlog's fluid view overstates two
+    overlapping pauses); on ``tools/measure_gc_timeouts.py``'s grid (172 points, 4 x 0.25-1 x 10^6
+    requests) it reads 5.3 %, 89 % and 94 %.  The model is high (+15 % to +40 %) at low load for
+    timeouts of 1.5-3 exponential pauses (a pause cannot begin during the rest of the current one,
+    which the clock allows) and low (-15 % to -25 %) at rho_x 0.85 for timeouts past the pause (the
+    fluid backlog drains more evenly than the queue does).  Under processor sharing the
+    ``K ~ Poisson(lambda V)`` requests that pile up in a pause share the core with every request in
+    flight when it ends, instead of queueing behind it: a pause costs a request it catches
+    ``V' = V + K g(U)``, ``g(u) = m (1 - exp(-(1 - rho_x) u / m)) / (1 - rho_x)`` the mean extra
+    time one more request present costs a request with remaining work ``u`` in M/M/1-PS (Coffman,
+    Muntz & Trotter 1970), ``U`` exponential of mean ``m = E[X]``, so ``E[V'] = V (1 + kappa)``,
+    ``kappa = rho_x / (2 - rho_x)``; the clock takes ``V'`` (gamma of its two moments) as the pause,
+    and ``D`` jumps by ``V'`` and falls at the rate that gives the pile's sharing its mean
+    (``_ps_pause_cost`` in :mod:`capacity.plan._gc_service` derives both; assumed: exponential work,
+    one core, the cost independent of the request's own remaining time).  Light traffic gives FCFS's
+    view back; for pauses much shorter than the work it counts the pile-up both in ``R_0``'s rate
+    and in the cost, a clock slower by ``1 + p kappa`` than the CPU-overhead view (shares 1-4 % high
+    at 3 % of the time in pauses).  Against the same simulation under PS on one core (pauses of 10,
+    100 and 500 ms, 70 points with a share above 1e-4; ``tools/measure_gc_timeouts.py``, 4 x 0.25-1
+    x 10^6 requests per setting) the median error is 6.6 % (11.4 % with ``C(Y)`` alone), 94 % of the
+    points are within the 95 % interval plus 10 % (67 %) and 97 % within it plus 20 % (84 %); the
+    errors run from -17 % to +28 % (before -93 % to +129 %: -47 % to -93 % for constant pauses of
+    100-500 ms at rho_x 0.5-0.85 and timeouts of 1.5-3 pauses, +13 % to +30 % at rho_x 0.85 below
+    one pause), except +120 % and +180 % at 1.5 constant pauses of 100 and 500 ms at rho_x 0.2
+    (shares 3-5e-4; FCFS's overlapping-pause overstatement, +73 % and +129 % before).  It is high by
+    18-28 % for exponential pauses of 100-500 ms at 3 pause lengths and rho_x 0.5-0.85 (a long
+    request's cost grows with its remaining time, which the independent cost spreads over all).  On 2
+    cores (``lambda`` and ``rho_x`` per core; 68 points) the median error is 8.8 % (14 % before),
+    81 % of the points are within the interval plus 10 % (59 %) and 90 % within it plus 20 % (76 %),
+    from -7 % to +50 % (before -92 % to +32 %) but mostly high (5th-95th percentile +1 % to +36 %:
+    with fewer requests than cores present nobody shares), and again +370 % and +470 % at 1.5
+    constant pauses at rho_x 0.2 (shares 2e-4; +290 % and +380 % before).  The percentile columns
+    come from the gamma law above, which smooths rare long pauses into every request: where pauses
+    are rare and long compared with the service (a JVM's 20-200 ms young GCs against 3 ms requests)
+    the gamma p99 can be far below the simulated one (64 vs 99 ms at 1 pause/s of 100 ms), and
     ``timeout_fraction`` is the better guide.
 
     *What it leaves out*: throughput limits other than this CPU (database, network, locks, a
@@ -273,7 +293,9 @@ def gc_whatif(service: Service | ArrayLike, gc_cpu_share: float, pause_mean: flo
     D. P. Gaver, "A waiting line with interrupted service, including priorities", J. Roy.
     Statist. Soc. B 24 (1962) 73-90.  S. W. Fuhrmann and R. B. Cooper, "Stochastic
     decompositions in the M/G/1 queue with generalized vacations", Operations Research 33
-    (1985) 1117-1129.  Seed article 003 (V8 semi-space tuning), ``data/gc_semispace.csv``.
+    (1985) 1117-1129.  E. G. Coffman, R. R. Muntz and H. Trotter, "Waiting time distributions
+    for processor-sharing systems", J. ACM 17 (1970) 123-130.  Seed article 003 (V8 semi-space
+    tuning), ``data/gc_semispace.csv``.
 
     Examples
     --------
