@@ -9,6 +9,12 @@ utilisation sweep of the p99.  Baseline, in the same process: the direct computa
 ``capacity.ps`` always runs, so both columns time the same thing; so does near-constant gamma
 (scv 0.01: the tagged request's exact size, ``capacity._ps_near_constant``, not tabled yet).
 First, the import and the first call of a fresh process (the table is read then).
+
+``--many-cores``: the "M/G/c-PS figures": a 20-rate p99 sweep (utilisation 0.0625-0.94, E[S] =
+25 ms) on c = 2, 4, 8 cores for deterministic, gamma scv 0.05, lognormal scv 1 and 4, best of 3.
+Baseline, in the same process: the former path for deterministic CPU (Erlang pair 2 E(64) -
+E(32) for the tagged size, ``_ps_many_cores.DETERMINISTIC_DELAY = False``); the other laws have
+one path only (both columns time it).
 """
 from __future__ import annotations
 
@@ -69,7 +75,34 @@ def direct_ms(func, repeat=1):
         table.disabled = False
 
 
+MANY_CORES = {
+    "deterministic": Service.deterministic(0.025),
+    "gamma scv 0.05": Service.gamma(0.025, 0.05),
+    "lognormal scv 1": Service.lognormal(0.025, 1.0),
+    "lognormal scv 4": Service.lognormal(0.025, 4.0),
+}
+
+
+def many_cores() -> None:
+    from capacity import _ps_many_cores
+
+    print("M/G/c-PS: 20-rate p99 sweep (rho 0.0625-0.94), best of 3; former path = Erlang-pair tagged size")
+    for name, svc in MANY_CORES.items():
+        for c in (2, 4, 8):
+            lam = np.linspace(10, 150, 20) * c / 4
+            fast = best_ms(lambda: ps.response_quantile(0.99, lam, svc, servers=c))
+            _ps_many_cores.DETERMINISTIC_DELAY = False
+            try:
+                slow = best_ms(lambda: ps.response_quantile(0.99, lam, svc, servers=c))
+            finally:
+                _ps_many_cores.DETERMINISTIC_DELAY = True
+            print(f"  {name:16s} c={c}  {fast:8.0f} ms   former {slow:8.0f} ms   ratio {slow / fast:5.1f}")
+
+
 def main() -> None:
+    if "--many-cores" in sys.argv:
+        many_cores()
+        return
     first_call()
     ps.response_quantile(Q, 0.5, Service.lognormal(1.0, 1.0))  # load the table once
     for rho in (0.5, 0.9):

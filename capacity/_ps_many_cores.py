@@ -3,18 +3,50 @@
 The tagged-request chain of :mod:`capacity._ps_chain` with the tagged request's own CPU time
 as a phase-type law in the state, among others that leave as if their CPU time were
 exponential (:func:`_mgc_sf_pdf`); and, where the request never shares a core, its exact
-CPU-time law instead of the PH fit (:class:`_NoShareSwap`).  The method and its measured
-error are in :func:`capacity.ps.response_sf` and :func:`capacity.ps.response_quantile`.
+CPU-time law instead of the PH fit (:class:`_NoShareSwap`).  Deterministic CPU time has its own
+path (:func:`_det_sf_pdf`): the extra delay ``T - x`` of a fixed attained-service clock.  The
+method and its measured error are in :func:`capacity.ps.response_sf` and
+:func:`capacity.ps.response_quantile`.
+
+M/G/c-PS figures (``python benchmarks/bench_ps.py --many-cores``: a 20-rate p99 sweep, rho
+0.0625-0.94, E[S] = 25 ms, best of 3, on a shared 2-core machine under load; "former" = the
+Erlang-pair tagged size ``2 E(64) - E(32)`` with the no-share swap, timed in the same process)::
+
+    service          c   this path   former    ratio
+    deterministic    2     333 ms    1837 ms    5.5
+    deterministic    4     243 ms    2154 ms    8.9
+    deterministic    8     485 ms    3246 ms    6.7
+    gamma scv 0.05   2     478 ms     680 ms    1.4   (same path: noise)
+    gamma scv 0.05   4     877 ms     884 ms    1.0
+    gamma scv 0.05   8    1138 ms    1193 ms    1.0
+    lognormal scv 1  2     825 ms     826 ms    1.0   (same path)
+    lognormal scv 1  4     984 ms     955 ms    1.0
+    lognormal scv 1  8     682 ms     693 ms    1.0
+    lognormal scv 4  2     750 ms     727 ms    1.0   (same path)
+    lognormal scv 4  4     884 ms     907 ms    1.0
+    lognormal scv 4  8     937 ms     866 ms    0.9
+
+Where the deterministic time went before (``ps.response_quantile(0.99, linspace(10, 150, 20),
+Service.deterministic(0.025), 4)``): 96 Erlang phases per evaluation, each one tridiagonal solve
+over 31 Euler nodes x ~115 states per point (2,300 per evaluation of 20 points), 10 evaluations
+(123 point-evaluations: one just above the size, then Newton from a start ~2x off), >90 % of
+it in LAPACK ``zgttrs``.  Now: the evaluation just above the size is the never-share chain
+alone; the Newton iterations run first on orders (4, 2, 1) with 21 nodes and the states cut at
+a 1e-8 tail (7 solves, ~1/6 of the cost), then two or three on the full orders (16, 8, 4): 28
+solves.  Near-constant gamma and lognormal laws still take the PH path (16-20 phases; 5-9
+evaluations); nothing of this has been done for them yet.
 """
 from __future__ import annotations
 
 import numpy as np
 from scipy.linalg import eigh_tridiagonal
+from scipy.linalg.lapack import dgttrf as _dgttrf
+from scipy.linalg.lapack import dgttrs as _dgttrs
 from scipy.linalg.lapack import zgttrf as _zgttrf
 from scipy.linalg.lapack import zgttrs as _zgttrs
 from scipy.special import gammaincc, gammaln
 
-from ._laplace import euler_nodes, invert
+from ._laplace import DEFAULT_TERMS, euler_nodes, invert
 from ._ps_chain import _state_band, _unique_points
 from ._ps_transform import _pad_ph
 from .distributions import Service
@@ -31,10 +63,10 @@ __all__: list[str] = []   # private: capacity.ps is the public face
 _MGC_CHUNK_UNKNOWNS = 1_000_000
 
 
-def _mgc_states(rho: np.ndarray, c: np.ndarray) -> np.ndarray:
-    """Truncation level of the others' count: the M/M/c stationary tail below 1e-15."""
+def _mgc_states(rho: np.ndarray, c: np.ndarray, tail: float = 1e-15) -> np.ndarray:
+    """Truncation level of the others' count: the M/M/c stationary tail below ``tail``."""
     with np.errstate(divide="ignore"):
-        nmax = (c + 10 + np.ceil(np.log(1e-15) / np.log(np.maximum(rho, 1e-300)))).astype(int)
+        nmax = (c + 10 + np.ceil(np.log(tail) / np.log(np.maximum(rho, 1e-300)))).astype(int)
     return np.where(rho > 0, nmax, c.astype(int) + 1)
 
 
@@ -65,13 +97,7 @@ def _mgc_sf_pdf(t: np.ndarray, lam: np.ndarray, mu: np.ndarray, c: np.ndarray,
     sf = np.empty(b)
     pdf = np.empty(b)
     bottom, nmax = _state_band(lam / (c * mu), c, _mgc_states(lam / (c * mu), c))
-    k = euler_nodes(np.ones(1)).shape[-1]
-    # chunks of whole points, each at most _MGC_CHUNK_UNKNOWNS unknowns (one point may exceed it)
-    cum = np.cumsum((nmax - bottom + 1) * k)
-    starts = [0]
-    while starts[-1] < b:
-        base = cum[starts[-1] - 1] if starts[-1] else 0
-        starts.append(max(starts[-1] + 1, int(np.searchsorted(cum, base + _MGC_CHUNK_UNKNOWNS, side="right"))))
+    starts = _chunk_starts(nmax - bottom + 1)
     for lo, hi in zip(starts[:-1], starts[1:]):
         sl = slice(lo, min(hi, b))
         sf[sl], pdf[sl] = _mgc_chunk(t[sl], lam[sl], mu[sl], c[sl].astype(float), bottom[sl], nmax[sl], beta[sl],
@@ -79,9 +105,23 @@ def _mgc_sf_pdf(t: np.ndarray, lam: np.ndarray, mu: np.ndarray, c: np.ndarray,
     return sf, pdf
 
 
-def _mgc_chunk(t, lam, mu, c, bottom, nmax, beta, rate_ph, onward_ph, m):
+def _chunk_starts(sizes: np.ndarray) -> list:
+    """Chunks of whole points, each at most ``_MGC_CHUNK_UNKNOWNS`` unknowns (points x Euler
+    nodes x states; one point may exceed it): the start index of each, and the end."""
+    cum = np.cumsum(sizes * euler_nodes(np.ones(1)).shape[-1])   # (at most) the nodes of one point
+    starts = [0]
+    while starts[-1] < sizes.size:
+        base = cum[starts[-1] - 1] if starts[-1] else 0
+        starts.append(max(starts[-1] + 1, int(np.searchsorted(cum, base + _MGC_CHUNK_UNKNOWNS, side="right"))))
+    starts[-1] = min(starts[-1], sizes.size)
+    return starts
+
+
+def _chain_layout(lam, mu, c, bottom, nmax):
+    """The others' chain of every point of a chunk, stacked: (pid, first, share, birth, death,
+    alpha, sub, sup) with ``sub``/``sup`` the off-diagonals of ``-Q`` (zero between points)."""
     sizes = nmax - bottom + 1
-    pid = np.repeat(np.arange(t.size), sizes)             # point of each state
+    pid = np.repeat(np.arange(lam.size), sizes)           # point of each state
     first = np.concatenate([[0], np.cumsum(sizes)[:-1]])
     local = np.arange(pid.size) - first[pid]               # state index within its point's band
     n = bottom[pid] + local                                # the others' count
@@ -98,16 +138,25 @@ def _mgc_chunk(t, lam, mu, c, bottom, nmax, beta, rate_ph, onward_ph, m):
     logp -= np.repeat(np.maximum.reduceat(logp, first), sizes)
     alpha = np.exp(logp)
     alpha /= np.repeat(np.add.reduceat(alpha, first), sizes)
+    sub = np.where(local[1:] == 0, 0.0, -death[1:])
+    sup = np.where(top[:-1], 0.0, -birth[:-1])
+    return pid, first, share, birth, death, alpha, sub, sup
+
+
+def _node_blocks(band: np.ndarray, kk: int) -> np.ndarray:
+    """An off-diagonal of one node block repeated for ``kk`` nodes, zero between the blocks."""
+    blocks = np.concatenate([np.tile(band, kk).reshape(kk, band.size), np.zeros((kk, 1))], axis=1)
+    return blocks.ravel()[:-1].astype(complex)
+
+
+def _mgc_chunk(t, lam, mu, c, bottom, nmax, beta, rate_ph, onward_ph, m):
+    pid, first, share, birth, death, alpha, sub1, sup1 = _chain_layout(lam, mu, c, bottom, nmax)
     s = euler_nodes(t)                                     # (points, K)
     kk = s.shape[-1]
     # Layout (K, states): node-major, each node block holds every point's chain.
     s_flat = s[pid].T                                      # (K, L)
     length = pid.size
-    sub = np.tile(np.where(local[1:] == 0, 0.0, -death[1:]), kk).astype(complex)
-    sup = np.tile(np.where(top[:-1], 0.0, -birth[:-1]), kk).astype(complex)
-    # the coupling between the last state of one node block and the first of the next
-    sub = np.concatenate([sub.reshape(kk, length - 1), np.zeros((kk, 1))], axis=1).ravel()[:-1]
-    sup = np.concatenate([sup.reshape(kk, length - 1), np.zeros((kk, 1))], axis=1).ravel()[:-1]
+    sub, sup = _node_blocks(sub1, kk), _node_blocks(sup1, kk)
     base = s_flat + (birth + death)
     tot = np.zeros((kk, length), dtype=complex)
     y = np.zeros((kk, length), dtype=complex)
@@ -310,3 +359,104 @@ class _NoShareSwap:
             density = np.zeros(ts.shape) if pdf is None else _no_share_probability(ts, coef, theta) * \
                 np.asarray(pdf(self._full(ts[None], sel, 1.0)[0]), dtype=float).reshape(-1)[sel]
         return tail - ph_tail, density - ph_density
+
+
+# ---------------------------------------------------------------------------
+# c cores, deterministic CPU time: the extra delay R = T - x
+# ---------------------------------------------------------------------------
+#: Erlang orders and weights of the three-term Richardson combination that stands for the
+#: tagged request's fixed attained-service clock in :func:`_det_sf_pdf` (error O(1/k^3) where
+#: the extra delay is smooth); measured in :func:`capacity.ps.response_quantile`.
+DETERMINISTIC_DELAY_ORDERS = ((8.0 / 3.0, 16), (-2.0, 8), (1.0 / 3.0, 4))
+#: The same with orders 4, 2, 1 (7 solves instead of 28): the quantile solver's first stage.
+DETERMINISTIC_COARSE_ORDERS = ((8.0 / 3.0, 4), (-2.0, 2), (1.0 / 3.0, 1))
+# False: deterministic CPU on c > 1 cores goes through the former path (the Richardson pair of
+# Erlang sizes of :func:`_tagged_sizes` in :func:`_mgc_sf_pdf` with :class:`_NoShareSwap`);
+# private, for the tests and benchmarks/bench_ps.py.
+DETERMINISTIC_DELAY = True
+# Within this fraction of x above x, P(T > t) is taken as P(R > 0) (see _det_sf_pdf).
+_DET_JUST_ABOVE = 1e-8
+
+
+def _det_sf_pdf(t: np.ndarray, lam: np.ndarray, mu: np.ndarray, c: np.ndarray, x: np.ndarray,
+                orders=DETERMINISTIC_DELAY_ORDERS, coarse: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """P(T > t) and the density of T for a tagged request of fixed CPU time ``x``, M/G/c-PS
+    with the others leaving as if exponential (the approximation of :func:`_mgc_sf_pdf`).
+
+    In the tagged request's attained service ``a`` the others' count is a Markov chain of
+    generator ``H = Sh^-1 Q`` (``Sh = diag(share_n)``, ``share_n = min(1, c/(n+1))``) and real
+    time runs at ``1/share_n``, so ``T = x + R`` with the extra delay
+    ``R = int_0^x D(N(a)) da``, ``D_n = 1/share_n - 1 >= 0`` (zero while nobody shares), and
+
+        E[exp(-sR)] = alpha expm(x (H - sD)) 1.
+
+    P(T > t) = P(R > t - x) is inverted in ``r = t - x`` (Euler), where the jump of P(T > t)
+    at ``x`` (the never-share atom) and the kink of the density after it sit at the origin
+    and cause no ringing -- the Erlang size of :func:`_tagged_sizes` smeared them over
+    ``x (1 +- 1/sqrt(k))`` and the inversion in ``t`` rang there.  ``expm(x M)`` is replaced
+    by ``k`` backward-Euler steps ``(I - (x/k) M)^-1``, i.e. an Erlang-k clock, each step one
+    tridiagonal solve (``(s (I - Sh) - Q + r Sh) v_i = r Sh v_{i+1}``, ``r = k/x``, one LU per
+    order), and the orders are combined by Richardson extrapolation
+    (``DETERMINISTIC_DELAY_ORDERS``).  The density inverts ``E[exp(-sR)] - P(R = 0)``, with
+    ``P(R = 0)`` the same steps as ``s -> inf`` (the never-share chain alone), so that no
+    atom is left in the transform.  Exact as k grows; errors against ``expm`` of the same chain
+    (``tests/test_ps_many_cores.py``) in :func:`capacity.ps.response_quantile`.
+
+    ``coarse``: the quantile solver's first stage (a start for the full computation, whose
+    answer does not depend on it): 21 Euler nodes instead of 31 and the others' count cut
+    where the M/M/c tail is below 1e-8 instead of 1e-15 (about half the states at high load).
+    """
+    b = t.size
+    sf, pdf = np.ones(b), np.zeros(b)
+    # T >= x: P(T > t) = 1 below x.  Within 1e-8 x above it P(T > t) = P(R > 0) = 1 - P(R = 0) to
+    # ~1e-8 (the density of R is bounded): the never-share chain alone, no transform (the
+    # quantile solver asks there first, for every point).
+    near = (t > x) & (t - x <= _DET_JUST_ABOVE * x)
+    far = t - x > _DET_JUST_ABOVE * x
+    for idx, atom_only in ((np.flatnonzero(near), True), (np.flatnonzero(far), False)):
+        if idx.size == 0:
+            continue
+        rho = lam[idx] / (c[idx] * mu[idx])
+        bottom, nmax = _state_band(rho, c[idx], _mgc_states(rho, c[idx], 1e-8 if coarse else 1e-15))
+        starts = _chunk_starts(nmax - bottom + 1)
+        for lo, hi in zip(starts[:-1], starts[1:]):
+            pts, sl = idx[lo:hi], slice(lo, hi)
+            sf[pts], pdf[pts] = _det_chunk(t[pts] - x[pts], lam[pts], mu[pts], c[pts].astype(float),
+                                           bottom[sl], nmax[sl], x[pts], orders, atom_only,
+                                           10 if coarse else DEFAULT_TERMS)
+    return sf, pdf
+
+
+def _det_chunk(r, lam, mu, c, bottom, nmax, x, orders, atom_only=False, terms=DEFAULT_TERMS):
+    pid, first, share, birth, death, alpha, sub1, sup1 = _chain_layout(lam, mu, c, bottom, nmax)
+    length = pid.size
+    # s -> inf: every state where the tagged request shares is left at once (P(R = 0)); a real
+    # system on the same layout, the shared states cut off (diagonal 1, right-hand side 0)
+    free = share >= 1.0
+    sub0 = np.where(free[1:] & free[:-1], sub1, 0.0)
+    sup0 = np.where(free[1:] & free[:-1], sup1, 0.0)
+    atom = np.zeros(r.size)                                # P(R = 0)
+    for weight, order in orders:
+        rate = order / x[pid]
+        factors0 = _dgttrf(sub0, np.where(free, birth + death + rate, 1.0), sup0)[:5]
+        v0 = np.ones(length)
+        for _ in range(order):
+            v0 = _dgttrs(*factors0, np.where(free, rate * v0, 0.0).reshape(-1, 1))[0].ravel()
+        atom += weight * np.add.reduceat(alpha * v0, first)
+    if atom_only:
+        return 1.0 - atom, np.zeros(r.size)
+    s = euler_nodes(r, terms)                              # (points, K)
+    kk = s.shape[-1]
+    sub, sup = _node_blocks(sub1, kk), _node_blocks(sup1, kk)
+    base = s[pid].T * (1.0 - share) + (birth + death)      # (K, L), node-major as in _mgc_chunk
+    lst = np.zeros((r.size, kk), dtype=complex)            # E[exp(-sR)]
+    for weight, order in orders:
+        rate = order / x[pid]
+        # every step solves with the same matrix: one LU per order
+        factors = _zgttrf(sub, (base + rate * share).ravel(), sup)[:5]
+        v = np.ones((kk, length), dtype=complex)
+        for _ in range(order):
+            v = _zgttrs(*factors, (rate * share * v).reshape(-1, 1))[0].reshape(kk, length)
+        lst += weight * np.add.reduceat(alpha * v, first, axis=1).T
+    return (invert(lambda _s: (1.0 - lst) / s, r, terms),
+            invert(lambda _s: lst - atom[:, None], r, terms))
