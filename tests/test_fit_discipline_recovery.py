@@ -7,10 +7,11 @@ the p99 at 80 % CPU (a load no window saw) is the exact FCFS / PS value.
 
 Measured with the tool (10 days per discipline, seeds as below): FCFS 10/10 and PS 10/10 chosen,
 p99 at 0.8 within 6.7 % on every day; round robin (await-sliced event loop, 3-13 slices, fifo and
-idle admission) chosen on 1 of 10 days (8 FCFS, 1 PS), p99 at 0.8 within 10 % of a 1e6-request
-simulation on 6 of 10.  Why: (1) rr joins the candidates only when the best FCFS/PS model's
-dispersion exceeds 8, which short windows never reach (7 of 10 rr days stayed below); trying
-rr on every day lifts it to 4 of 10 at 3-4 times the fit time; (2) with ``admission="fifo"`` the
+idle admission) chosen on 4 of 10 days (6 FCFS), p99 at 0.8 within 10 % of a 1e6-request
+simulation on 7 of 10 (at most 27 % off).  rr is a candidate on every day that spans loads (it
+used to need the best FCFS/PS model's dispersion above 8, which short windows rarely reach: 1 of
+10 then; FCFS and PS days stay 10 of 10 with the one-window rule of
+``capacity.fit._rr_candidates``); what is left: with ``admission="fifo"`` the
 rr approximation of :mod:`capacity.rr` (calibrated on the mean and p90-p99.9) misses the body of
 the distribution by 10-26 % below p90 at 40-70 % CPU, so at the true slice count it fits the
 counts worse than FCFS with a wider CPU law (G / df 12-69 against 4-10) -- a model error, not
@@ -73,9 +74,8 @@ def test_fcfs_and_ps_days_are_recognised(discipline):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="issue 15.8: rr joins the candidates only at dispersion > 8, and "
-                                       "capacity.rr's fifo-admission body is 10-26 % off below p90, so "
-                                       "FCFS wins most event-loop days (measured 1 of 10)")
+@pytest.mark.xfail(strict=True, reason="issue 15.8: capacity.rr's fifo-admission body is 10-26 % off "
+                                       "below p90, so FCFS wins most event-loop days (measured 4 of 10)")
 def test_event_loop_days_are_recognised_as_round_robin():
     """Ten event-loop days (3-13 slices, fifo and idle admission, gamma/lognormal CPU of scv
     0.5-2): round robin chosen on at least 9."""

@@ -327,14 +327,10 @@ def test_ceiling_with_an_interval():
     assert math.isnan(nan.low) and math.isnan(nan.high) and nan.estimate.qps > 0
 
 
-def test_an_event_loop_day_brings_round_robin_into_the_choice():
-    """A day of an await-sliced handler (event-loop round robin, 8 slices, idle admission; gamma
-    20 ms CPU of scv 0.5; seeded simulation of the rr discipline itself at utilisation 0.1-0.7):
-    PS and FCFS miss its counts (dispersion above 8), so rr joins the candidates, wins the QAIC,
-    and its slice range holds the truth; its p99 at utilisation 0.8 is within the 95 % interval
-    of a simulated peak plus 10 %.  (On three other rr days -- lognormal, fifo admission, 3-5
-    slices -- FCFS with a wider CPU law stayed the choice; its p99 at 0.8 was within +10 % of
-    the simulation: rr's own approximation is 5-9 % off there, capacity.rr.)"""
+@pytest.fixture(scope="module")
+def event_loop_day():
+    """Seven windows of an await-sliced handler: rr, 8 slices, idle admission, gamma 20 ms CPU of
+    scv 0.5, utilisation 0.1-0.7 (seeded simulation of the rr discipline itself)."""
     svc = Service.gamma(0.02, 0.5)
     day = []
     for i, rho in enumerate((0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7)):
@@ -342,9 +338,21 @@ def test_an_event_loop_day_brings_round_robin_into_the_choice():
                        seed=7 + i).requests
         day.append({"buckets": _buckets(req.loc[req["arrival"] > 60.0, "response"].to_numpy()),
                     "arrival_rate": rho / 0.02})
+    return day
+
+
+def test_an_event_loop_day_brings_round_robin_into_the_choice(event_loop_day):
+    """A day of an await-sliced handler (event-loop round robin, 8 slices, idle admission; gamma
+    20 ms CPU of scv 0.5; seeded simulation of the rr discipline itself at utilisation 0.1-0.7):
+    PS and FCFS miss its counts, rr (a candidate on every day that spans loads) wins the QAIC,
+    and its slice range holds the truth; its p99 at utilisation 0.8 is within the 95 % interval
+    of a simulated peak plus 10 %.  (On three other rr days -- lognormal, fifo admission, 3-5
+    slices -- FCFS with a wider CPU law stayed the choice; its p99 at 0.8 was within +10 % of
+    the simulation: rr's own approximation is 5-9 % off there, capacity.rr.)"""
+    svc = Service.gamma(0.02, 0.5)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        fit = from_histograms(day)
+        fit = from_histograms(event_loop_day)
     assert len(fit.candidates_) == 10
     assert fit.discipline == "rr" and fit.admission_ == "idle"
     assert fit.slices_range_[0] <= 8 <= fit.slices_range_[1]
@@ -352,6 +360,25 @@ def test_an_event_loop_day_brings_round_robin_into_the_choice():
     peak = simulate(40.0, svc, discipline="rr", slices=8, admission="idle", horizon=3e4, seed=99)
     ci = peak.confidence_interval(0.99, batches=30, warmup=300)
     assert abs(fit.predict(0.99, 40.0) - ci.estimate) <= ci.half_width + 0.10 * ci.estimate
+
+
+def test_round_robin_asked_for_without_a_slice_count_profiles_it(event_loop_day):
+    """discipline="rr" alone: the slice count is profiled for both admission rules as the
+    automatic choice does (it used to hold one slice -- FCFS, inverted point by point, over ten
+    minutes on a real day), and the same rr model as the automatic choice comes out; with
+    slices=1 given it is the FCFS fit (deviance 2e-12 apart, scv 3e-9: rounding and the solver)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        auto = from_histograms(event_loop_day)
+        asked = from_histograms(event_loop_day, discipline="rr")
+        one = from_histograms(event_loop_day, discipline="rr", slices=1, family="gamma", delay=None)
+        fcfs_fit = from_histograms(event_loop_day, discipline="fcfs", family="gamma", delay=None)
+    assert asked.discipline == "rr" and asked.slice_profile_ is not None
+    assert (asked.slices_, asked.admission_) == (auto.slices_, auto.admission_)
+    assert asked.slices_range_[0] <= 8 <= asked.slices_range_[1]
+    assert asked.cpu_per_request_ == pytest.approx(auto.cpu_per_request_, rel=1e-9)
+    assert one.deviance_ == pytest.approx(fcfs_fit.deviance_, rel=1e-10)
+    assert one.scv_ == pytest.approx(fcfs_fit.scv_, rel=1e-6)      # the solver stops within that
 
 
 def test_round_robin_that_wins_through_one_window_is_set_aside():

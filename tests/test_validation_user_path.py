@@ -189,15 +189,15 @@ def test_the_saved_full_run_is_predicted_as_the_readme_says(tmp_path):
     Prometheus answers over 12-minute days, and the clients' latencies measured at 70 % and 80 %
     CPU) fitted again with this package: from the proxy's histogram the p99 within 20 % at 7 of
     8 points or more, the mean within 10 % at 6 or more, the 90 % interval holding the measured
-    p99 at 7 or more and the crossing within 5 % for 3 of 4 handlers or more -- the figures in
+    p99 at 8 and the crossing within 5 % for 4 of 4 handlers -- the figures in
     validation/README.md, which a change may improve but not lose without saying so there."""
     saved = ROOT / "validation" / "runs" / "2026-12-05-user-path"
     shutil.copytree(saved, tmp_path / "run")
     summary = _user_path().repredict(tmp_path / "run")
     assert summary["repredicted"] and len(summary["rows"]) == 16
     proxy = summary["met"]["proxy"]
-    assert proxy["p99"] >= 7 and proxy["mean"] >= 6 and proxy["p99_covered"] >= 7, proxy
-    assert proxy["crossing"] >= 3, proxy
+    assert proxy["p99"] >= 7 and proxy["mean"] >= 6 and proxy["p99_covered"] >= 8, proxy
+    assert proxy["crossing"] >= 4, proxy
     inside = summary["met"]["in_process"]
     assert inside["p99"] >= 5 and inside["p99_covered"] >= 6 and inside["crossing"] >= 2, inside
     # Intervals that say something: no parameter on its search bound blows one up (the mix day's

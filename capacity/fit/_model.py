@@ -61,6 +61,8 @@ def make_service(family: str, mean, scv) -> Service:
 # ---------------------------------------------------------------------- open queue: one dispatch
 def queue_quantile(discipline, q, lam, servers, svc, slices=1, admission="fifo", slice_delay=0.0):
     """Response-time quantile(s) of the queue, from capacity.fcfs, capacity.ps or capacity.rr."""
+    if discipline == "rr" and np.ndim(slices) == 0 and slices == 1:
+        discipline = "fcfs"        # one slice is FCFS exactly; its tabled path, not the direct inversion
     if discipline == "rr":
         from .. import rr
         return np.asarray(rr.response_quantile(q, lam, svc, servers, slices=slices, admission=admission,

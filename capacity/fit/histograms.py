@@ -266,7 +266,7 @@ def from_histograms(
     scv: float | None = None,
     confidence: float = 0.95,
     max_nfev: int = 60,
-    slices: int = 1,
+    slices: int | str | None = None,
     admission: str = "fifo",
     slice_delay: float = 0.0,
 ) -> HistogramFit:
@@ -285,8 +285,10 @@ def from_histograms(
     servers : int, default 1
         Cores sharing the queue (one per Node.js event loop: fit each worker process).
     discipline : {"ps", "fcfs", "rr"} or None, default None
-        As in :func:`from_percentiles`; ``rr`` takes ``slices``, ``admission`` and
-        ``slice_delay`` as given (held, not fitted).  None: chosen from the data (see Notes).
+        As in :func:`from_percentiles`; ``rr`` holds ``slices``, ``admission`` and
+        ``slice_delay`` when ``slices`` is given, and otherwise profiles the slice count over 2-50
+        for both admission rules (the family and delay chosen first at 5 slices), as the
+        automatic choice does.  None: chosen from the data (see Notes).
     family : str or None, default None
         Service-time family (:data:`capacity.fit._model.FAMILIES`); None: chosen from the data.
     delay : "auto", None, "constant" or float, default "auto"
@@ -357,8 +359,8 @@ def from_histograms(
     quasi-likelihood AIC for overdispersed counts, Burnham and Anderson 2002, sec. 6.5).
     ``candidates_`` lists them with ``delta_qaic`` and Akaike weights
     ``exp(-delta / 2)`` normalised; the summary names the runner-up.  Event-loop round robin
-    joins the candidates when the data can tell it apart (the best PS/FCFS candidate's dispersion
-    ``G / df`` above 8, the windows' loads spanning a factor 1.5, latencies not in-process): for
+    joins the candidates when the data can tell it apart (the windows' loads spanning a factor
+    1.5, latencies not in-process): for
     each admission rule its slice count is profiled over 2-50 (one more free parameter) with
     the best candidate's family and delay, and ``slices_range_`` holds the counts the data cannot
     tell apart (``capacity.fit._rr_candidates``).  An rr fit that is not ahead by QAIC with its
@@ -419,9 +421,20 @@ def from_histograms(
                                 lambda d: candidate_families(d) if family is None else (family,),
                                 (None, "constant") if auto_delay else (delay,))
     fits, set_aside = [], []
+    profile_rr = discipline == "rr" and (slices is None or (isinstance(slices, str) and slices == "fit"))
     for d, f, dl in candidates:
-        opts = check_percentile_options(d, f, dl, scv, confidence, max_nfev, slices, admission, slice_delay)
+        opts = check_percentile_options(d, f, dl, scv, confidence, max_nfev, 5 if profile_rr else slices,
+                                        admission, slice_delay)
         fits.append(_fit_one(data, opts, measured_at))
+    if profile_rr:
+        # rr asked for without a slice count: the family and delay that fit best at 5 slices, then
+        # the count profiled with them for either admission rule (14 fits, not 14 per family).
+        top = fits[int(np.argmin(qaic_scores([f.deviance_ for f in fits], [f._n_free for f in fits],
+                                             [f.degrees_of_freedom_ for f in fits])[0]))]
+        _, f, dl = candidates[fits.index(top)]
+        options = {"scv": scv, "confidence": confidence, "max_nfev": max_nfev, "slice_delay": slice_delay}
+        pairs = rr_candidates(_fit_one, data, measured_at, f, dl, options)
+        fits, candidates = [fit for fit, _ in pairs], [label for _, label in pairs]
     if discipline is None:
         top = fits[int(np.argmin(qaic_scores([f.deviance_ for f in fits], [f._n_free for f in fits],
                                              [f.degrees_of_freedom_ for f in fits])[0]))]
