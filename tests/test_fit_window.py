@@ -106,6 +106,8 @@ def test_window_is_checked(exact_fit):
         exact_fit.predict(0.99, RATE, interval=0.9, window=-1.0)
     with pytest.raises(ValueError, match="window"):
         exact_fit.predict(0.99, RATE, interval=0.9, window=math.inf)
+    with pytest.raises(ValueError, match="holds about 5.0 requests"):
+        exact_fit.predict(0.99, 0.5, interval=0.9, window=10.0)
     with pytest.raises(ValueError, match="at most 8 loads"):
         exact_fit.predict(0.99, np.linspace(5.0, 40.0, 9), interval=0.9, window=60.0)
 

@@ -41,6 +41,7 @@ REQUESTS_PER_LOAD = 200_000
 MAX_LOADS = 8
 _MIN_WINDOWS, _MAX_WINDOWS = 24, 64
 _TAIL_REQUESTS = 50          # a simulated window holds at least this many requests above its quantile
+_MIN_REQUESTS = 20           # a window with fewer expected requests is refused
 
 
 def window_log_spread(model, params: dict, stats: np.ndarray, rate: float, servers: int, window: float,
@@ -130,6 +131,11 @@ def window_factors(model, params: dict, stats: np.ndarray, rates: np.ndarray, se
     loads = {}
     for n, (lam, c) in enumerate(zip(rates.tolist(), servers.tolist())):
         loads.setdefault((lam, int(c)), []).append(n)
+    few = min(lam for lam, _ in loads) * window
+    if few < _MIN_REQUESTS:
+        raise ValueError(f"window: {window:g} s at {min(lam for lam, _ in loads):g} req/s holds about "
+                         f"{few:.1f} requests; a latency measured over so few says next to nothing -- "
+                         f"give a window of at least {_MIN_REQUESTS} requests")
     if len(loads) > MAX_LOADS:
         raise ValueError(f"window: a window's spread is simulated per load, at most {MAX_LOADS} loads per call; "
                          f"got {len(loads)} (ask for the interval at the loads you will measure)")
