@@ -88,12 +88,16 @@ def _settings(mean: float, scv: float, g: float, v: float, r: float | None, g2: 
 
 def _rows(settings: dict, servers: int, processes: int, slo, discipline: str) -> dict:
     """Each setting with its queue service, capacity and SLO ceiling (totals over the processes)."""
-    rows = {}
+    rows, ceilings = {}, {}
     for label, st in settings.items():
         q_svc = _queue_service(st["service_mean_s"], st["service_scv"])
-        ceil = qps_ceiling(q_svc, servers, slo, discipline=discipline)
+        # An unchanged setting (no "after" given) has the same ceiling: solved once (under PS with
+        # a law beyond the shipped tables each solve costs seconds).
+        key = (st["service_mean_s"], st["service_scv"])
+        if key not in ceilings:
+            ceilings[key] = float(qps_ceiling(q_svc, servers, slo, discipline=discipline).qps)
         rows[label] = dict(st, capacity_qps=processes * servers / st["service_mean_s"],
-                           ceiling_qps=processes * float(ceil.qps), _svc=q_svc)
+                           ceiling_qps=processes * ceilings[key], _svc=q_svc)
     return rows
 
 
