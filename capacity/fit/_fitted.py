@@ -231,9 +231,9 @@ class PercentileFit(FitResult):
         measurement of ``stats`` (quantile levels, NaN for the mean) at each load."""
         if window is None:
             return None
-        window = float(check_positive(window, "window"))
-        if not math.isfinite(window):
-            raise ValueError(f"window must be a finite number of seconds, got {window!r}")
+        if np.ndim(window) != 0:
+            raise ValueError(f"window must be one number of seconds, got {window!r}")
+        window = float(check_positive(window, "window"))        # finite and > 0
         from ._window import window_factors
 
         params = self._space.unpack(self._theta[None, :])

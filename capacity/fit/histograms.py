@@ -18,6 +18,7 @@ from scipy import optimize
 from .._checks import as_float_array, check_choice, check_discipline, check_servers
 from ..exceptions import FitWarning, IdentifiabilityWarning
 from ._inputs import check_percentile_options
+from ._bound_profile import on_bound
 from ._intervals import WaldIntervals
 from ._model import MEASURED_AT, SCV_DOMAIN, TWO_PARAM, QueueModel, check_measured_at, make_service, measured_quantiles
 from ._rr_candidates import admitted, rr_can_be_told, rr_candidates
@@ -426,23 +427,19 @@ def from_histograms(
         opts = check_percentile_options(d, f, dl, scv, confidence, max_nfev, 5 if profile_rr else slices,
                                         admission, slice_delay)
         fits.append(_fit_one(data, opts, measured_at))
+    options = {"scv": scv, "confidence": confidence, "max_nfev": max_nfev, "slice_delay": slice_delay}
+    top = fits[int(np.argmin(qaic_scores([f.deviance_ for f in fits], [f._n_free for f in fits],
+                                         [f.degrees_of_freedom_ for f in fits])[0]))]
+    _, f, dl = candidates[fits.index(top)]        # the best family and delay so far
     if profile_rr:
         # rr asked for without a slice count: the family and delay that fit best at 5 slices, then
         # the count profiled with them for either admission rule (14 fits, not 14 per family).
-        top = fits[int(np.argmin(qaic_scores([f.deviance_ for f in fits], [f._n_free for f in fits],
-                                             [f.degrees_of_freedom_ for f in fits])[0]))]
-        _, f, dl = candidates[fits.index(top)]
-        options = {"scv": scv, "confidence": confidence, "max_nfev": max_nfev, "slice_delay": slice_delay}
         pairs = rr_candidates(_fit_one, data, measured_at, f, dl, options)
         fits, candidates = [fit for fit, _ in pairs], [label for _, label in pairs]
     if discipline is None:
-        top = fits[int(np.argmin(qaic_scores([f.deviance_ for f in fits], [f._n_free for f in fits],
-                                             [f.degrees_of_freedom_ for f in fits])[0]))]
         if rr_can_be_told(data, measured_at, top):
             # Event-loop round robin lies between them: with the best family and delay so far, its
             # slice count profiled, for either admission rule.
-            _, f, dl = candidates[fits.index(top)]
-            options = {"scv": scv, "confidence": confidence, "max_nfev": max_nfev, "slice_delay": slice_delay}
             kept, set_aside = admitted(rr_candidates(_fit_one, data, measured_at, f, dl, options), fits, top)
             for fit, label in kept:
                 fits.append(fit)
@@ -633,7 +630,7 @@ def _result(bm: _BucketModel, data: _Windows, opts, theta, sol, lo_b, hi_b, mean
     res.covariance_ = cov
     # What a parameter on its search bound needs for its range (capacity.fit._bound_profile),
     # profiled only when asked: most candidates are never drawn from.
-    res._residuals, res._dispersion, res._bound_profiles = sol.get("residuals"), g / df if df > 0 else 1.0, None
+    res._residuals, res._dispersion = sol.get("residuals"), g / df if df > 0 else 1.0
     wald = WaldIntervals(cov, bm.names, opts.confidence, bm.t_ref)
     lo_m, hi_m = wald.interval("log_mean", mean)
     res._add_parameter("cpu_per_request", mean, lo_m, hi_m, unit="s",
@@ -703,11 +700,9 @@ def _result(bm: _BucketModel, data: _Windows, opts, theta, sol, lo_b, hi_b, mean
                                           f"({np.min(data.lam):.3g}-{np.max(data.lam):.3g} req/s): CPU "
                                           "variability and delay are told apart by how the distribution "
                                           "changes with load; windows at other loads (busier hours) would")
-    for i, name in enumerate(bm.names):
-        span = hi_b[i] - lo_b[i]
-        if min(theta[i] - lo_b[i], hi_b[i] - theta[i]) < 1e-4 * span:
-            res._warn(FitWarning, f"{name} sits on its search bound ({theta[i]:.4g}); the family or "
-                                  "model may not suit the data")
+    for i in on_bound(theta, lo_b, hi_b):
+        res._warn(FitWarning, f"{bm.names[i]} sits on its search bound ({theta[i]:.4g}); the family or "
+                              "model may not suit the data")
     res.candidates_, res.contradictions_, res._n_free = None, (), len(bm.names)
     res._candidate_fits = [(res, 1.0)]
     return res
