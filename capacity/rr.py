@@ -260,9 +260,9 @@ _SF_GRID = 1.0 - _SF_LEVELS
 # p90 / p99 / p99.9 (interpolated in log10(1 - q) like _Q_PARAMS; fitted with the FIFO constants
 # above by tools/calibrate_rr.py --fit).
 _IDLE_MEAN = (0.4379, 0.1531, 0.1218, -0.2442, 0.8347, 0.0995)
-_IDLE_Q = np.array([[0.5798, -0.0050, 0.2277, 1.1937, 0.1897, -0.6270],
+_IDLE_Q = np.array([[0.5797, -0.0049, 0.2276, 1.1936, 0.1896, -0.6270],
                     [0.6030, 0.0908, -0.0494, 0.5190, -0.9243, 0.8150],
-                    [0.6660, 0.1175, -0.2001, 0.1697, -1.6949, 1.2959]])
+                    [0.6660, 0.1174, -0.2001, 0.1698, -1.6948, 1.2957]])
 
 
 def _idle(t_f: np.ndarray, t_r0: np.ndarray, base: np.ndarray, rho: np.ndarray, k: np.ndarray,

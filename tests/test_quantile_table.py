@@ -289,21 +289,28 @@ def test_a_hyperexponential_ps_fit_reads_the_table_and_recovers_the_law():
     assert fit.scv_ == pytest.approx(6.0, rel=0.01)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 14: the FCFS table's hyperexponential piece (40 levels, 10 scv "
-                                       "nodes) misses the H2's leap from its fast branch to its slow one: up to "
-                                       "33 % off (p95, light load). The exact M/H2/1 costs 5-15 ms a fit batch, "
-                                       "so the piece can go, but rr's constants were fitted against it "
-                                       "(dropping it moves two of them): to do with the rr-body merge")
-def test_fcfs_hyperexponential_table_between_nodes_matches_exact_mg1():
-    """Every cell midpoint (rho, scv) at p50-p99.9: within 1 % of the exact M/H2/1."""
+def test_fcfs_hyperexponential_is_the_exact_mg1_where_a_table_piece_was_33_percent_off():
+    """The FCFS table no longer carries a hyperexponential piece (its 10 scv nodes and 40 levels
+    missed the H2's leap from its fast branch to its slow one: up to 33 % off at p95, light load),
+    so the fits' and rr's FCFS path (``tabled_or_direct("fcfs", ...)``) is the exact M/H2/1 at
+    every cell midpoint of the old piece's grid, p50-p99.9, to rounding."""
+    with np.load(table.path("fcfs")) as data:
+        assert "scv_hyperexponential" not in data.files and "log_scaled_hyperexponential" not in data.files
+    assert "hyperexponential" not in table.families("fcfs")
     lr = np.log(table.RHO / (1 - table.RHO))
     rho = 1 / (1 + np.exp(-0.5 * (lr[:-1] + lr[1:])))
-    with np.load(table.path("fcfs")) as data:
-        ls = np.log(data["scv_hyperexponential"])
+    ls = np.log(np.geomspace(1.0, 25.0, 10))          # the dropped piece's scv nodes
     scv = np.exp(0.5 * (ls[:-1] + ls[1:]))
     q = np.array([0.5, 0.9, 0.95, 0.99, 0.999])
     r, c, qq = np.meshgrid(rho, scv, q, indexing="ij")
     svc = Service.hyperexponential(1.0, c)
-    got = table.tabled_quantile("fcfs", qq, r, svc)
+    got = table.tabled_or_direct("fcfs", qq, r, svc, 1, fcfs.response_quantile)
     ref = np.asarray(fcfs.response_quantile(qq, r, svc))
     np.testing.assert_allclose(got, ref, rtol=1e-2)
+    # Where the piece was worst (p90-p99 of the light-load leap), the exact path is the H2's own
+    # quantile (from its closed-form sf, an independent code path) as the load vanishes.
+    c = np.array([2.0, 6.0, 20.0])[:, None]
+    q = np.array([0.9, 0.95, 0.97, 0.99])
+    h2 = Service.hyperexponential(1.0, c)
+    got = table.tabled_or_direct("fcfs", q, 1e-7, h2, 1, fcfs.response_quantile)
+    np.testing.assert_allclose(got, h2.ppf(q), rtol=1e-4)
