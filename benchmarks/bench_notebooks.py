@@ -165,6 +165,14 @@ MOVES: dict[str, list[Group]] = {
         Group("the same moves, revisit (answers remembered)",
               [("cold", 4.0), ("warmup_k", 20.0), ("ramp", 60.0), ("qps", 350.0), ("cpu_ms", 6.0),
                ("processes", 20), ("batch", 3)], repeat=2),
+        Group("discipline: event loop (PS), awaits (rr), first visit (fluid crowd marched)",
+              [("discipline", "ps"), ("discipline", "rr")], clear=["panel"]),
+        Group("ps: cold, ramp, QPS, CPU, on release, first visit", [("cold", 4.0), ("ramp", 60.0), ("qps", 350.0),
+                                                                    ("cpu_ms", 6.0)],
+              setup=[("discipline", "ps")], clear=["panel"]),
+        Group("ps: the same moves, revisit (answers remembered)", [("cold", 4.0), ("ramp", 60.0), ("qps", 350.0),
+                                                                   ("cpu_ms", 6.0)],
+              setup=[("discipline", "ps")], repeat=2),
     ],
 }
 
