@@ -16,6 +16,12 @@ Also one FCFS fit on two cores (M/G/c); then the cases computed point by point, 
 evaluation of the queue model each (a fit takes tens of them): PS with gamma and
 hyperexponential CPU; and one from_utilization fit of 20,000 windows with 1000 bootstrap
 resamples (Huber).
+
+"Fast for every law" (issue 14): deterministic CPU under PS and rr (the M/D/1-PS table,
+capacity._ps_deterministic_table) and heavy-tailed gamma under PS (computed directly above scv
+5.5 until the PS table's heavy-tail piece is shipped): a whole fit, a forward evaluation and the
+GC what-if with a timeout, each against the direct computation (every shipped table disabled) in
+the same process.
 """
 from __future__ import annotations
 
@@ -115,6 +121,47 @@ def main() -> None:
     distribution_fits()
     histogram_fits()
     utilization_fit()
+    every_law()
+
+
+def every_law() -> None:
+    """The laws that were computed point by point: tables against the direct computation."""
+    from capacity import _quantile_table as table, rr
+    from capacity.fit._model import QueueModel
+    from capacity.plan import gc_whatif
+
+    def both(func, repeat):
+        ms, out = best_ms(func, repeat)
+        table.disabled = True
+        try:
+            direct, _ = best_ms(func, 1)
+        finally:
+            table.disabled = False
+        return ms, direct, out
+
+    det = Service.deterministic(MEAN)
+    lam = 0.4 / MEAN
+    ps_obs = [{"percentiles": dict(zip(Q.tolist(), ps.response_quantile(Q, r, det))), "arrival_rate": r}
+              for r in (lam, 2 * lam)]
+    rr_obs = [{"percentiles": dict(zip(Q.tolist(), rr.response_quantile(Q, r, det, slices=5))), "arrival_rate": r}
+              for r in (lam, 2 * lam)]
+    heavy = {"mean": np.array([MEAN]), "scv": np.array([8.7])}
+    cases = [
+        ("PS deterministic fit, 2 loads",
+         lambda: from_percentiles(ps_obs, discipline="ps", family="deterministic", delay=None), 3),
+        ("rr deterministic fit, 2 loads",
+         lambda: from_percentiles(rr_obs, discipline="rr", slices=5, family="deterministic", delay=None), 3),
+        ("PS gamma scv 8.7, 1 evaluation",
+         lambda: QueueModel("ps", "gamma").quantiles(heavy, Q, np.full(Q.size, LAM), np.ones(Q.size, int)), 3),
+        ("gc_whatif PS, timeout",
+         lambda: gc_whatif(Service.gamma(0.01, 1.0), 0.3, 0.24, None, discipline="ps", arrival_rate=80.0,
+                           timeout=1.0), 1),
+    ]
+    print("\nfast for every law: shipped tables vs the direct computation (tables disabled), same process")
+    for name, func, rep in cases:
+        ms, direct, _ = both(func, rep)
+        flag = "ok " if ms <= TARGET_MS else "SLOW"
+        print(f"  {flag} {name:32s} {ms:9.1f} ms   direct {direct:9.1f} ms   ratio {direct / ms:6.1f}x")
 
 
 def selection(one: dict, three: list, rows: list) -> None:

@@ -38,7 +38,10 @@ Outside the grid (several cores, ``rho > 0.999``, scv or q beyond the ranges) th
 compute the point directly; :class:`Coverage` says which points of a batch a table answers.
 A family is answered from a table exactly when the shipped file holds it, so the PS file holds
 only laws without an exact phase-type computation (this release: lognormal from scv 0.57 and gamma
-from 0.085 to 5.5).  The FCFS file holds lognormal and gamma; hyperexponential FCFS is computed
+from 0.085 to 5.5; a piece to scv 53, ``ps_heavy_tail_quantiles.npz`` (:data:`PS_HEAVY_TAIL`), is
+read when shipped -- its build is under way, not in this release).
+Deterministic CPU under PS (M/D/1-PS, whose atom at ``S`` a table in scv cannot hold) has its own
+table, :mod:`capacity._ps_deterministic_table`.  The FCFS file holds lognormal and gamma; hyperexponential FCFS is computed
 exactly (the M/H2/1 costs 5-15 ms for a fit's batch, where a 10-node table piece was up to 33 %
 off between its nodes: it missed the leap from the H2's fast branch to its slow one).
 
@@ -106,6 +109,13 @@ PS_PHASE_TYPE_SCV = {"hyperexponential": np.geomspace(1.0, 25.0, 25)}
 #: branch takes over from the fast one; 40 levels put one or two nodes on that step (and left the
 #: spline 14-16 % off at p99 there).
 PS_PHASE_TYPE_Z = np.linspace(Z[0], Z[-1], 3 * Z.size - 2)
+#: Processor-sharing quantiles of heavy-tailed gamma CPU, a third piece of the PS table (read by
+#: ``capacity.ps`` like the main one once its file is shipped, blended into it over scv 4.5-5.5):
+#: the main grid's spacing in log scv continued from its node 3.76 to 53
+#: (``tools/build_quantile_tables.py ps_heavy_tail gamma``, whose time grid adds linearly spaced points in the tail, where a log grid from 1e-40
+#: to 1e5 stepped over the fall of P(T > t) at utilisation 0.998).
+PS_HEAVY_TAIL = "ps_heavy_tail"
+PS_HEAVY_TAIL_SCV = {"gamma": np.geomspace(0.04, 25.0 * (25.0 / 0.04) ** (2 / 17), 20)[12:]}
 FOLDER = pathlib.Path(__file__).resolve().parent / "tables"
 # Set by tools/build_quantile_tables.py so that a rebuild computes every point directly.
 disabled = False
@@ -161,9 +171,10 @@ class _Piece(NamedTuple):
 @functools.lru_cache(maxsize=None)
 def _interpolators(discipline: str) -> dict[str, tuple[_Piece, ...]]:
     """Each family's pieces, in increasing scv: the main table and, for PS, the table of nearly
-    constant CPU times below it (each file holds its own grids)."""
+    constant CPU times below it and the heavy-tail one above it (each file holds its own grids)."""
     out: dict[str, list[_Piece]] = {}
-    for file in (near_constant_path(discipline), path(discipline)):
+    heavy = (path(PS_HEAVY_TAIL),) if discipline == "ps" else ()
+    for file in (near_constant_path(discipline), path(discipline), *heavy):
         if not file.exists():
             continue
         with np.load(file) as data:
@@ -256,35 +267,42 @@ def sf(discipline: str, family: str, t: np.ndarray, rho: np.ndarray, scv: np.nda
     NaN where the answer lies outside the levels (P(T > t) > 0.999 or < 1e-6)."""
     t, rho, scv = (np.asarray(v, dtype=float) for v in (t, rho, scv))
     n = t.size
-    out = np.full(n, np.nan)
     if n == 0:
-        return out
+        return np.full(0, np.nan)
     with np.errstate(divide="ignore"):
         target = np.log(t)
     Z = _level_grid(discipline, family)
     nodes = _log_t(discipline, family, np.broadcast_to(Z, (n, Z.size)).copy(),
                    np.repeat(rho[:, None], Z.size, axis=1), np.repeat(scv[:, None], Z.size, axis=1))
-    # The tables increase in z at every node (checked by the tests), so the bracket is unique.
-    k = np.sum(nodes <= target[:, None], axis=1) - 1
-    ok = (k >= 0) & (k < Z.size - 1)
-    exact_top = target == nodes[:, -1]
-    out[exact_top] = np.exp(-np.exp(Z[-1]))
+    z = solve_level(lambda x, rows: _log_t(discipline, family, x, rho[rows], scv[rows]) - target[rows], Z,
+                    nodes - target[:, None], iterations)
+    return np.exp(-np.exp(z))
+
+
+def solve_level(residual, levels: np.ndarray, nodes: np.ndarray, iterations: int = 40) -> np.ndarray:
+    """Per row, the level ``z`` in ``[levels[0], levels[-1]]`` where ``residual(z, rows)`` (a table's
+    log t minus the target, evaluated at rows ``rows`` of the batch) is zero; NaN where the root lies
+    outside the levels.  ``nodes`` (rows x levels): the residual at every level, increasing along a
+    row (the tables increase in z at every node, checked by the tests), so the bracket is unique;
+    then Illinois iterations inside it."""
+    out = np.full(nodes.shape[0], np.nan)
+    k = np.sum(nodes <= 0, axis=1) - 1
+    ok = (k >= 0) & (k < levels.size - 1)
+    exact_top = nodes[:, -1] == 0
+    out[exact_top] = levels[-1]
     ok &= ~exact_top
     if ok.any():
         idx = np.flatnonzero(ok)
         kk = k[idx]
-        a, b = Z[kk], Z[kk + 1]
-        fa = nodes[idx, kk] - target[idx]
-        fb = nodes[idx, kk + 1] - target[idx]
-        r, s = rho[idx], scv[idx]
-        tgt = target[idx]
+        a, b = levels[kk], levels[kk + 1]
+        fa, fb = nodes[idx, kk], nodes[idx, kk + 1]
         side = np.zeros(idx.size, dtype=int)
         x = a
         for _ in range(iterations):
             with np.errstate(invalid="ignore", divide="ignore"):
                 x = np.where(fb != fa, b - fb * (b - a) / (fb - fa), 0.5 * (a + b))
             x = np.where(np.isfinite(x) & (x > a) & (x < b), x, 0.5 * (a + b))
-            fx = _log_t(discipline, family, x, r, s) - tgt
+            fx = residual(x, idx)
             right = fx > 0
             b, a = np.where(right, x, b), np.where(right, a, x)
             fb = np.where(right, fx, np.where(side == -1, 0.5 * fb, fb))
@@ -292,7 +310,7 @@ def sf(discipline: str, family: str, t: np.ndarray, rho: np.ndarray, scv: np.nda
             side = np.where(right, 1, -1)
             if np.all((np.abs(fx) < 1e-13) | (b - a < 1e-12)):
                 break
-        out[idx] = np.exp(-np.exp(x))
+        out[idx] = x
     return out
 
 

@@ -38,7 +38,7 @@ from ._checks import check_broadcast, check_nonnegative, check_quantile, scalar_
 from ._common import prepare
 # The machinery lives in private modules; the chain's helpers stay importable from here (tests).
 from ._ps_chain import _mmc_cond_mean_modes, _mmc_sf_pdf, _mmc_sf_pdf_sweep  # noqa: F401
-from . import _ps_many_cores
+from . import _ps_deterministic_table as _det_table, _ps_many_cores
 from ._ps_many_cores import _EXACT_PH, _det_sf_pdf, _mgc_sf_pdf, _NoShareSwap, _tagged_sizes
 from ._ps_near_constant import NearConstant, near_constant
 from ._ps_transform import _pad_ph, _ph_size_horizon, _ps1_sf_flat
@@ -567,7 +567,10 @@ def response_sf(t: ArrayLike, arrival_rate: ArrayLike, service: Service | ArrayL
     shape = check_broadcast(t=t_arr, **{"arrival_rate/service/servers": np.broadcast_to(0.0, q.shape)})
     tb = np.broadcast_to(t_arr, shape)
     table = _table.Coverage("ps", q, shape)
-    if table.mask is None:
+    if q.service.family == "deterministic" and _det_table.available():   # M/D/1-PS: its table
+        out = _det_table.sf_or_direct(tb, q, shape, lambda t, sub, sh: _at_least_the_service(
+            _SfEvaluator(sub, sh)(t), sh, lambda: sub.service.sf(t)))
+    elif table.mask is None:
         out = _at_least_the_service(_SfEvaluator(q, shape)(tb), shape, lambda: q.service.sf(tb))
     else:
         flat = np.ones(table.size)
@@ -629,7 +632,9 @@ def response_quantile(q: ArrayLike, arrival_rate: ArrayLike, service: Service | 
     distribution (:func:`capacity.phasetype.phase_type` with
     ``fit="distribution"``: at most 16 phases, mean exact, quantiles within
     3-8 % from p1 to p99.999); deterministic service uses the exact size for
-    the tagged request and an Erlang-24 for the others.  Measured relative
+    the tagged request and an Erlang-24 for the others (one core: read from a table of that
+    computation with its atom at S exact, :mod:`capacity._ps_deterministic_table`, where its
+    error is stated; at light-load tails it is closer to simulation).  Measured relative
     error of the quantiles against exact PS simulation (E[S] = 1 s;
     relative error = model / simulation - 1; 6e6 s seeded runs of
     :func:`capacity.sim.simulate`, 3e6-5.4e6 requests, 99 % batch-means
@@ -812,7 +817,9 @@ def response_quantile(q: ArrayLike, arrival_rate: ArrayLike, service: Service | 
         return scalar_out(np.full(shape, np.inf))
     qb = np.broadcast_to(qq, shape)
     table = _table.Coverage("ps", inp, shape)
-    if table.mask is None:
+    if inp.service.family == "deterministic" and _det_table.available():   # M/D/1-PS: its table
+        res = _det_table.quantile_or_direct(qb, inp, shape, _direct_quantile)
+    elif table.mask is None:
         res = _direct_quantile(qb, inp, shape, stable)
     else:
         qf = qb.ravel()

@@ -8,6 +8,8 @@ Usage (from the repository root)::
     python tools/build_quantile_tables.py ps gamma:3:18                 # adds gamma, keeps lognormal
     python tools/build_quantile_tables.py --check ps lognormal          # error between the nodes
     python tools/build_quantile_tables.py ps_phase_type hyperexponential  # ~3 min; for the fits
+    python tools/build_quantile_tables.py ps_heavy_tail gamma           # gamma scv 3.8-53 for capacity.ps
+    python tools/build_quantile_tables.py ps_deterministic              # M/D/1-PS (atom exact), ~3 min
 
 Each family is computed into ``build/<discipline>_tables/<family>_<i>.npz`` (one file per scv
 value, so an interrupted build resumes), then the families named are assembled into the
@@ -40,10 +42,15 @@ sys.path.insert(0, str(ROOT))
 from capacity import Service, fcfs, ps  # noqa: E402
 from capacity import _quantile_table as table_mod  # noqa: E402
 from capacity._quantile_table import RHO, SCV, Z  # noqa: E402
+from capacity import _ps_deterministic_table as det_table  # noqa: E402
 
 table_mod.disabled = True  # a rebuild computes every point directly, never from an old table
 
 T_POINTS = 72
+# Times added, evenly spaced up to the grid's end, for the heavy-tailed gamma piece: on T_POINTS
+# log-spaced times from 1e-40 to 1e5 (scv 8, utilisation 0.998) P(T > t) fell from 1e-3 to 0
+# between two points, so no row reached the last level.
+TAIL_POINTS = 48
 
 #: Families a discipline's table must not carry.  FCFS hyperexponential: a table read between
 #: its nodes misses the H2's leap from its fast branch to its slow one (up to 33 % off at p95,
@@ -90,19 +97,33 @@ def one_scv_fcfs(family: str, scv: float) -> np.ndarray:
     return np.log(t) + np.log1p(-RHO)[:, None]
 
 
-def one_scv(family: str, scv: float, z: np.ndarray = Z) -> np.ndarray:
-    """log((1 - rho) t_q) for every rho of RHO (rows) and level of ``z`` (columns)."""
+def _t_grid(lo: np.ndarray, hi: np.ndarray, tail: int) -> np.ndarray:
+    """T_POINTS log-spaced times from ``lo`` to ``hi`` per row, plus ``tail`` evenly spaced ones
+    below ``hi`` (where the exponential tail of P(T > t) falls), sorted: shape (rows, times)."""
+    t = np.exp(np.linspace(np.log(lo), np.log(hi), T_POINTS).T)
+    if tail:
+        t = np.sort(np.concatenate([t, hi[:, None] * np.arange(1, tail + 1) / (tail + 1)], axis=1), axis=1)
+    return t
+
+
+def one_scv(family: str, scv: float, z: np.ndarray = Z, tail: int = 0) -> np.ndarray:
+    """log((1 - rho) t_q) for every rho of RHO (rows) and level of ``z`` (columns); ``tail``
+    extra times in the tail (:func:`_t_grid`)."""
     svc = getattr(Service, family)(1.0, scv)
     et = 1.0 / (1.0 - RHO)                                     # E[T] with E[S] = 1
     # The hyper-Erlang fit of a low-scv law has a heavier lower tail than the law itself.
     lo = np.full(RHO.size, 0.1 * float(svc.ppf(1e-5)))
+    if tail:
+        # Heavy-tailed gamma: its ppf(1e-5) underflows (scv 50: 1e-250), while the fit floors sizes
+        # at phasetype.SIZE_FLOOR (1e-6 E[S]); a row short of the first level is widened below.
+        lo = np.maximum(lo, 1e-9)
     hi = np.maximum(float(svc.ppf(1.0 - 1e-9)) * et, 200.0 * et)
     out = np.full((RHO.size, z.size), np.nan)
-    raw_t = np.empty((RHO.size, T_POINTS))
-    raw_sf = np.empty((RHO.size, T_POINTS))
+    raw_t = np.empty((RHO.size, T_POINTS + tail))
+    raw_sf = np.empty((RHO.size, T_POINTS + tail))
     todo = np.arange(RHO.size)
     for _ in range(6):
-        t = np.exp(np.linspace(np.log(lo[todo]), np.log(hi[todo]), T_POINTS).T)  # (rows, T)
+        t = _t_grid(lo[todo], hi[todo], tail)                  # (rows, T)
         sf = np.asarray(ps.response_sf(t, RHO[todo, None], svc), dtype=float)
         failed = []
         for row, i in enumerate(todo):
@@ -124,8 +145,11 @@ def one_scv(family: str, scv: float, z: np.ndarray = Z) -> np.ndarray:
 
 
 def _scv_grid(discipline: str, family: str) -> np.ndarray:
-    """The scv nodes of a family in a discipline's table (the phase-type PS table has its own)."""
-    return table_mod.PS_PHASE_TYPE_SCV[family] if discipline == table_mod.PS_PHASE_TYPE else SCV[family]
+    """The scv nodes of a family in a discipline's table (the phase-type and heavy-tail PS tables
+    have their own)."""
+    own = {table_mod.PS_PHASE_TYPE: table_mod.PS_PHASE_TYPE_SCV,
+           table_mod.PS_HEAVY_TAIL: table_mod.PS_HEAVY_TAIL_SCV}
+    return own.get(discipline, SCV)[family]
 
 
 def _z_grid(discipline: str) -> np.ndarray:
@@ -163,7 +187,8 @@ def build_family(discipline: str, family: str, layers: range | None = None) -> n
             table = one_scv_fcfs(family, float(scv))
             np.savez(path, table=table)
         else:
-            table, raw_t, raw_sf = one_scv(family, float(scv), _z_grid(discipline))
+            tail = TAIL_POINTS if discipline == table_mod.PS_HEAVY_TAIL else 0
+            table, raw_t, raw_sf = one_scv(family, float(scv), _z_grid(discipline), tail)
             np.savez(path, table=table, t=raw_t, sf=raw_sf)
         done[j] = table
         print(f"{discipline} {family} scv={scv:.4g}: {time.perf_counter() - t0:.1f} s", flush=True)
@@ -197,6 +222,107 @@ def check(discipline: str, family: str, levels=(0.5, 0.9, 0.99, 0.999), step: in
           f"median {np.median(errs):.1e}")
 
 
+def one_rho_deterministic(rho: float, saved: tuple | None = None) -> tuple:
+    """One row of the M/D/1-PS table (:mod:`capacity._ps_deterministic_table`): log((1 - rho) t_p)
+    at its conditional levels p above the atom, and the last level the direct computation resolves,
+    from P(T > t) of capacity.ps (S = 1) on times S + x, x log-spaced from 1e-4, plus TAIL_POINTS
+    evenly spaced ones in the tail (or from the saved times and P(T > t) of an earlier build)."""
+    svc = Service.deterministic(1.0)
+    hi = 200.0 / (1.0 - rho)
+    for _ in range(6):
+        if saved is None:
+            t = np.sort(np.concatenate([1.0 + np.geomspace(1e-4, hi - 1.0, 2 * T_POINTS),
+                                        hi * np.arange(1, TAIL_POINTS + 1) / (TAIL_POINTS + 1)]))
+            sf = np.asarray(ps.response_sf(t, rho, svc), dtype=float)
+        else:
+            t, sf = saved
+        levels = _resolved_levels(t, sf, rho)
+        if levels is not None:
+            return (*levels, t, sf)
+        hi *= 4.0
+    raise RuntimeError(f"deterministic rho={rho}: t grid does not cover the levels")
+
+
+def _resolved_levels(t: np.ndarray, sf: np.ndarray, rho: float) -> tuple | None:
+    """(log((1 - rho) t_p) at the levels, z of the last resolved point) from one row of P(T > t).
+
+    The row is kept from S up to where P(T > t) stops falling or drops below 1e-10: below
+    utilisation ~0.1 the Euler inversion rings beyond the density's drop at 2S (up to 1e-5
+    absolute at utilisation 0.001-0.01, 3e-4 at 0.03), and a ringing tail is no answer.  Levels
+    beyond the last kept point are filled along the tail's last slope (for the spline only: the
+    table does not answer there, see capacity._ps_deterministic_table)."""
+    cond = sf / (1.0 - float(det_table.atom(rho)))
+    start = np.searchsorted(t, 1.5)
+    bad = np.flatnonzero((np.diff(sf[start:]) >= 0) | (sf[start + 1:] <= 1e-10))
+    cut = start + (bad[0] if bad.size else sf.size - 1 - start)
+    ok = (cond > 0) & (cond < 1.0 - 1e-12) & (np.arange(t.size) <= cut)
+    g, y = np.log(-np.log(cond[ok])), np.log(t[ok])
+    keep = np.concatenate([[True], np.diff(g) > 0]) & (g >= np.maximum.accumulate(g))
+    g, y = g[keep], y[keep]
+    z = det_table.Z
+    if g.size < 8 or g[0] > z[0] or g[-1] < z[0] + 1.0:
+        return None
+    inside = z <= g[-1]
+    out = np.empty(z.size)
+    out[inside] = PchipInterpolator(g, y)(z[inside])
+    if not inside.all():
+        last = g >= g[-1] - 0.5
+        slope = max(np.polyfit(g[last], y[last], 1)[0] if last.sum() >= 2 else 1.0, 0.2)
+        out[~inside] = y[-1] + slope * (z[~inside] - g[-1])
+    return out + np.log1p(-rho), float(g[-1])
+
+
+def build_deterministic() -> None:
+    """The M/D/1-PS table, one build file per utilisation (an interrupted build resumes)."""
+    build = ROOT / "build" / f"{det_table.PS_DETERMINISTIC}_tables"
+    build.mkdir(parents=True, exist_ok=True)
+    rows, tops = [], []
+    for i, rho in enumerate(det_table.RHO):
+        file = build / f"rho_{i:02d}.npz"
+        saved = None
+        if file.exists():
+            with np.load(file) as data:
+                saved = (data["t"], data["sf"])
+        t0 = time.perf_counter()
+        row, top, t, sf = one_rho_deterministic(float(rho), saved)
+        if saved is None:
+            np.savez(file, t=t, sf=sf)
+            print(f"deterministic rho={rho:.4g}: {time.perf_counter() - t0:.1f} s", flush=True)
+        rows.append(row)
+        tops.append(top)
+    out = table_mod.path(det_table.PS_DETERMINISTIC)
+    np.savez_compressed(out, rho=det_table.RHO, z=det_table.Z, log_scaled=np.array(rows, dtype=np.float32),
+                        z_resolved=np.array(tops))
+    print(f"wrote {out.relative_to(ROOT)}")
+
+
+def check_deterministic(step: int = 1) -> None:
+    """The M/D/1-PS table against the direct computation midway between nodes in utilisation and
+    level (every ``step``-th cell of each; q from the atom to 1 - 1e-6, where the table answers)."""
+    lr = np.log(det_table.RHO / (1 - det_table.RHO))
+    rho = (1 / (1 + np.exp(-0.5 * (lr[:-1] + lr[1:]))))[::step]
+    zc = (0.5 * (det_table.Z[:-1] + det_table.Z[1:]))[::step]
+    a = det_table.atom(rho)[:, None]
+    p = np.broadcast_to(-np.expm1(-np.exp(zc))[None, :], (rho.size, zc.size))
+    q = np.minimum(a + (1 - a) * p, 1.0)
+    table_mod.disabled = False
+    tab = det_table.quantile(q.ravel(), np.repeat(rho, zc.size)).reshape(q.shape)
+    table_mod.disabled = True
+    svc = Service.deterministic(1.0)
+    ref = np.full(q.shape, np.nan)
+    for i in range(rho.size):
+        ok = np.isfinite(tab[i])
+        ref[i, ok] = np.asarray(ps.response_quantile(q[i, ok], rho[i], svc), dtype=float)
+    err = np.abs(tab / ref - 1)
+    np.savez(ROOT / "build" / "ps_deterministic_check.npz", rho=rho, q=q, p=p, tab=tab, ref=ref)
+    for name, sel in (("p >= 0.05", p >= 0.05), ("p < 0.05", p < 0.05), ("all", p > 0)):
+        e = err[sel & np.isfinite(err)]
+        print(f"deterministic {name}: {e.size} points, max {e.max():.2e}, median {np.median(e):.1e}, "
+              f"99th percentile {np.quantile(e, 0.99):.1e}")
+    i, j = np.unravel_index(np.nanargmax(np.where(p >= 0.05, err, np.nan)), err.shape)
+    print(f"  worst (p >= 0.05) at rho={rho[i]:.4f} q={q[i, j]:.6f} p={p[i, j]:.4f}: {tab[i, j]:.6f} vs {ref[i, j]:.6f}")
+
+
 def main(discipline: str, families: list[str]) -> None:
     """``families``: names, each optionally ``name:LO:HI`` to tabulate only scv values LO..HI-1."""
     chosen = {}
@@ -226,10 +352,15 @@ def main(discipline: str, families: list[str]) -> None:
 
 if __name__ == "__main__":
     args = sys.argv[1:]
-    if args[:1] == ["--check"]:
+    if args == [det_table.PS_DETERMINISTIC]:
+        build_deterministic()
+    elif args[:2] == ["--check", det_table.PS_DETERMINISTIC]:
+        check_deterministic(*(int(a) for a in args[2:3]))
+    elif args[:1] == ["--check"]:
         for fam in args[2:]:
             check(args[1], fam)
-    elif args and args[0] in (*table_mod.DISCIPLINES, table_mod.PS_PHASE_TYPE) and len(args) > 1:
+    elif args and args[0] in (*table_mod.DISCIPLINES, table_mod.PS_PHASE_TYPE, table_mod.PS_HEAVY_TAIL) \
+            and len(args) > 1:
         main(args[0], args[1:])
     else:
         sys.exit(__doc__)

@@ -1,0 +1,212 @@
+"""M/D/1 processor sharing from a shipped table: deterministic CPU time on one core.
+
+Why a table
+-----------
+:mod:`capacity.ps` computes the M/D/1-PS response time from the exact transform of a request of
+known size among others represented as Erlang-24 (:func:`capacity.ps.response_sf`): 60-280 ms
+for four quantiles at one point, so a percentile fit (tens of evaluations) took 0.8-1.3 s, and
+round robin's PS half the same.  In units of the CPU time ``S`` the response time depends only
+on the utilisation ``rho``, so that computation is done once on a grid
+(``tools/build_quantile_tables.py ps_deterministic``) and read here.
+
+The atom, exactly
+-----------------
+``T >= S`` path by path, and ``T = S`` exactly when the request arrives to an empty core and
+nobody arrives while it runs: ``P(T = S) = a = (1 - rho) exp(-rho)`` (PASTA, then Poisson
+arrivals over ``S``; ``lambda S = rho``).  Every level ``q <= a`` has the quantile ``S`` exactly.
+Above it the table holds the law of ``T`` given ``T > S``, at the conditional level
+``p = (q - a) / (1 - a)``, so the jump of ``P(T <= t)`` at ``S`` is never interpolated:
+
+    log((1 - rho) t_p / S)   on a grid in (logit rho, z),  z = log(-log(1 - p)),
+
+48 utilisations from 0.001 to 0.999 and 120 levels from p = 0.01 to 1 - 1e-6, read by the cubic
+tensor spline of :func:`capacity._quantile_table._tensor_spline`.  Between ``p = 0`` and the
+first level, ``t_p`` is linear in ``p`` from ``S``: the density of ``T`` just above ``S`` is
+finite (``2 rho (1 - rho) exp(-rho) / S``: one arrival during the request's solo run, or one
+other present with a uniform residual), so ``t_p - S`` is proportional to ``p`` there.  Below
+utilisation 0.001 the value at 0.001 is used (the atom stays exact).  ``P(T > t)`` is the same
+spline solved for the level.
+
+Accuracy
+--------
+Against the direct computation midway between the nodes (1371 cell midpoints: every other
+utilisation and level cell, q from the atom to 1 - 1e-6; ``tools/build_quantile_tables.py --check
+ps_deterministic 2``; ``tests/test_ps_deterministic_table.py``): from utilisation 0.2 up at most
+0.69 % (near t = 2S, where the density drops and the spline rounds the kink), 99th percentile
+0.32 %, median 3e-6; below 0.2 and q <= 0.999 at most 4.9 % (99th percentile 2.4 %); beyond
+q = 0.999 below 0.2 up to 40 %.  There the direct computation rings (its Euler inversion, +-1e-5
+to 3e-4 absolute in P(T > t) beyond 2S at utilisation 0.001-0.1) and the table, built through
+it, is the closer of the two to exact PS simulation (99 % CIs of 1.5e6-4e6 requests)::
+
+    rho    q                       table                   direct
+    0.012  0.999 / 0.9995 / 0.9997 +0.3 / +1.4 / +2.4 %    +1.2 / +1.6 / +6.7 %
+    0.038  0.995 / 0.9978          +0.2 / +1.2 %           +1.1 / -3.4 %
+    0.113  0.99 / 0.999 / 0.9993   -1.1 / -0.6 / +0.5 %    +0.4 / -2.8 / +3.7 %
+    0.2    0.9 / 0.99 / 0.999      +0.2 / -0.3 / -0.0 %    +0.2 / +1.0 / +0.9 %
+
+Each row is kept only up to where its direct P(T > t) stops falling (``z_resolved``: every level
+from utilisation ~0.2 up; below, from p ~0.998 at 0.001 to p ~0.986 at 0.03): beyond, the table
+does not answer and capacity.ps computes directly, as before.  Just above the atom the direct
+computation is off too (its inversion puts 0.4 % of the conditional mass on ``S`` itself and then
+lags, up to 0.15 % in ``t`` for p < 0.05); below p = 0.01 the table is the exact linear start, and
+within 1.5e-3 of it up to p = 0.01.  Elsewhere the error against simulation is the direct
+computation's (:func:`capacity.ps.response_quantile`, the deterministic rows).
+
+Several cores, utilisation above 0.999 and levels beyond the table are computed directly.
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from . import _quantile_table
+
+#: Name of the shipped file (``capacity/tables/ps_deterministic_quantiles.npz``).
+PS_DETERMINISTIC = "ps_deterministic"
+#: Utilisations, evenly spaced in logit(rho) from 0.001 to 0.999.
+RHO = 1.0 / (1.0 + np.exp(-np.linspace(np.log(0.001 / 0.999), np.log(0.999 / 0.001), 48)))
+#: Conditional levels above the atom, z = log(-log(1 - p)) evenly spaced from p = 0.01 to 1 - 1e-6.
+Z = np.linspace(np.log(-np.log1p(-0.01)), np.log(-np.log(1e-6)), 120)
+#: The highest level q answered (as for the other tables): beyond it, the direct computation.
+Q_MAX = 1.0 - 1e-6
+_SLACK = 1e-9
+
+
+def atom(rho: np.ndarray) -> np.ndarray:
+    """``P(T = S)`` on one core: ``(1 - rho) exp(-rho)`` (empty at arrival, nobody arriving during S)."""
+    return (1.0 - rho) * np.exp(-rho)
+
+
+@functools.lru_cache(maxsize=None)
+def _table():
+    """(the spline in (logit rho, z), the last resolved level z of each utilisation), or None when
+    the file is missing."""
+    file = _quantile_table.path(PS_DETERMINISTIC)
+    if not file.exists():
+        return None
+    with np.load(file) as data:
+        rho, z, values = data["rho"], data["z"], data["log_scaled"].astype(float)
+        resolved = data["z_resolved"]
+    return _quantile_table._tensor_spline((np.log(rho / (1.0 - rho)), z), values), resolved
+
+
+def available() -> bool:
+    """Whether the shipped table answers (present and not disabled by a rebuild)."""
+    return not _quantile_table.disabled and _table() is not None
+
+
+def _log_t(z: np.ndarray, rho: np.ndarray) -> np.ndarray:
+    """log(t_p / S) at conditional level z (flat arrays, z inside the levels)."""
+    r = np.clip(rho, RHO[0], RHO[-1])
+    pts = np.column_stack([np.log(r / (1.0 - r)), np.clip(z, Z[0], Z[-1])])
+    return _table()[0](pts) - np.log1p(-r)
+
+
+def _z_resolved(rho: np.ndarray) -> np.ndarray:
+    """The highest level z the table answers at each utilisation: the lower of its two neighbouring
+    rows' last resolved levels (below utilisation ~0.17 the direct computation's P(T > t) rings
+    beyond the drop of the density at 2S, see the module docstring)."""
+    top = np.minimum(_table()[1], Z[-1])
+    k = np.clip(np.searchsorted(RHO, rho) - 1, 0, RHO.size - 2)
+    return np.where(rho <= RHO[0], top[0], np.minimum(top[k], top[k + 1]))
+
+
+def quantile(q: np.ndarray, rho: np.ndarray) -> np.ndarray:
+    """``t_q / S`` for flat arrays of one-core points with ``0 <= rho <= 0.999``; NaN above Q_MAX.
+
+    ``S`` exactly at and below the atom; linear in the conditional level from ``S`` to the first
+    node; the spline above."""
+    q, rho = np.asarray(q, dtype=float), np.asarray(rho, dtype=float)
+    a = atom(rho)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p = np.where(a < 1.0, (q - a) / (1.0 - a), 0.0)
+    out = np.ones(q.shape)
+    out[q > Q_MAX * (1 + _SLACK)] = np.nan
+    p_first = -np.expm1(-np.exp(Z[0]))
+    low = (q <= Q_MAX * (1 + _SLACK)) & (p > 0) & (p < p_first)
+    if low.any():
+        first = np.exp(_log_t(np.full(low.sum(), Z[0]), rho[low]))
+        out[low] = 1.0 + (first - 1.0) * p[low] / p_first
+    high = (q <= Q_MAX * (1 + _SLACK)) & (p >= p_first)
+    if high.any():
+        z = np.log(-np.log1p(-np.minimum(p[high], 1.0 - 1e-300)))
+        out[high] = np.where(z <= _z_resolved(rho[high]), np.exp(_log_t(z, rho[high])), np.nan)
+    return out
+
+
+def sf(t: np.ndarray, rho: np.ndarray) -> np.ndarray:
+    """``P(T > t S)`` for flat arrays (``t`` in units of S) of one-core points with
+    ``0 <= rho <= 0.999``; NaN where the answer lies beyond the table (P(T > t) < 1e-6)."""
+    t, rho = np.asarray(t, dtype=float), np.asarray(rho, dtype=float)
+    a = atom(rho)
+    out = np.where(t < 1.0, 1.0, 1.0 - a)           # P(T > S) = 1 - a exactly
+    above = t > 1.0
+    if not above.any():
+        return out
+    idx = np.flatnonzero(above)
+    ta, ra, aa = t[idx], rho[idx], a[idx]
+    p_first = -np.expm1(-np.exp(Z[0]))
+    first = np.exp(_log_t(np.full(idx.size, Z[0]), ra))
+    p = np.where(ta <= first, p_first * (ta - 1.0) / np.maximum(first - 1.0, 1e-300), np.nan)
+    solve = np.flatnonzero(np.isnan(p))
+    if solve.size:
+        target = np.log(ta[solve])
+        # The spline at every level, once per distinct utilisation (a histogram's buckets share one).
+        rho_u, inv = np.unique(ra[solve], return_inverse=True)
+        nodes = _log_t(np.broadcast_to(Z, (rho_u.size, Z.size)).ravel(),
+                       np.repeat(rho_u, Z.size)).reshape(rho_u.size, Z.size)[inv.ravel()]
+        z = _quantile_table.solve_level(lambda x, rows: _log_t(x, ra[solve][rows]) - target[rows], Z,
+                                        nodes - target[:, None])
+        p[solve] = np.where(z <= _z_resolved(ra[solve]), -np.expm1(-np.exp(z)), np.nan)
+    res = (1.0 - aa) * (1.0 - p)
+    res[res < (1.0 - Q_MAX) * (1 - _SLACK)] = np.nan
+    out[idx] = res
+    return out
+
+
+def _covered(inp, shape: tuple):
+    """Flat arrays of the batch: (mask of the points the table answers, rho, mean, stable)."""
+    flat = lambda v: np.broadcast_to(np.asarray(v, dtype=float), shape).ravel()  # noqa: E731
+    rho, mean = flat(inp.utilization), flat(inp.service.mean)
+    servers = np.broadcast_to(inp.servers, shape).ravel()
+    stable = np.broadcast_to(inp.stable, shape).ravel()
+    return stable & (servers == 1) & (rho >= 0) & (rho <= RHO[-1] * (1 + _SLACK)), rho, mean, stable
+
+
+def _subset(inp, shape: tuple, mean: np.ndarray, rows: np.ndarray):
+    """The queue inputs of the chosen flat points (for the direct computation)."""
+    from ._common import prepare
+    from .distributions import Service
+
+    pick = lambda v: np.broadcast_to(v, shape).ravel()[rows]  # noqa: E731
+    return prepare(pick(inp.arrival_rate), Service.deterministic(mean[rows]), pick(inp.servers))
+
+
+def quantile_or_direct(qb: np.ndarray, inp, shape: tuple, direct) -> np.ndarray:
+    """Response-time quantiles (seconds, ``shape``) of deterministic CPU: the table where it
+    answers, ``direct(q, inputs, shape, stable)`` (capacity.ps's own computation) at the other
+    stable points, ``inf`` at the unstable ones."""
+    mask, rho, mean, stable = _covered(inp, shape)
+    qf = np.broadcast_to(qb, shape).ravel()
+    out = np.full(mask.size, np.inf)
+    out[mask] = mean[mask] * quantile(qf[mask], rho[mask])
+    rest = stable & ~(mask & np.isfinite(out))
+    if rest.any():
+        sub = _subset(inp, shape, mean, rest)
+        out[rest] = direct(qf[rest], sub, sub.shape, sub.stable)
+    return out.reshape(shape)
+
+
+def sf_or_direct(tb: np.ndarray, inp, shape: tuple, direct) -> np.ndarray:
+    """``P(T > t)`` (``shape``) of deterministic CPU: the table where it answers, ``direct(t,
+    inputs, shape)`` at the other stable points, 1 at the unstable ones (as capacity.ps)."""
+    mask, rho, mean, stable = _covered(inp, shape)
+    tf = np.broadcast_to(tb, shape).ravel()
+    out = np.ones(mask.size)
+    out[mask] = sf(tf[mask] / mean[mask], rho[mask])
+    rest = stable & ~(mask & np.isfinite(out))
+    if rest.any():
+        sub = _subset(inp, shape, mean, rest)
+        out[rest] = direct(tf[rest], sub, sub.shape)
+    return out.reshape(shape)
