@@ -158,8 +158,8 @@ def test_options_are_checked():
     w = [{"buckets": {0.01: 10.0, 0.1: 90.0, math.inf: 100.0}, "arrival_rate": 5.0}]
     with pytest.raises(ValueError, match="measured_at"):
         from_histograms(w, measured_at="server")
-    with pytest.raises(ValueError, match="in_process.*rr"):
-        from_histograms(w, discipline="rr", slices=3, measured_at="in_process")
+    with pytest.raises(ValueError, match="in_process.*rr.*admission='idle'"):
+        from_histograms(w, discipline="rr", slices=3, admission="idle", measured_at="in_process")
     with pytest.raises(ValueError, match="free parameters"):
         from_histograms([{"buckets": {0.01: 10.0, math.inf: 100.0}, "arrival_rate": 5.0}], delay="constant")
 

@@ -187,8 +187,9 @@ def test_in_process_percentiles_of_a_blocking_handler():
     assert fit.predict(0.99, 80.0) == pytest.approx(truth, rel=0.10)
     blind = [{k: v for k, v in r.items() if k != "utilization"} for r in recs]
     assert _quiet(blind, discipline="fcfs").predict(0.99, 80.0) < truth / 1.5
-    with pytest.raises(ValueError, match="measured_at='in_process' with discipline='rr'"):
-        from_percentiles(recs, discipline="rr", slices=3, family="exponential", measured_at="in_process")
+    with pytest.raises(ValueError, match="measured_at='in_process' with discipline='rr' and admission='idle'"):
+        from_percentiles(recs, discipline="rr", slices=3, admission="idle", family="exponential",
+                         measured_at="in_process")
     with pytest.raises(ValueError, match="measured_at must be one of"):
         from_percentiles(recs, measured_at="browser")
 

@@ -189,7 +189,8 @@ def test_the_saved_full_run_is_predicted_as_the_readme_says(tmp_path):
     Prometheus answers over 12-minute days, and the clients' latencies measured at 70 % and 80 %
     CPU) fitted again with this package: from the proxy's histogram the p99 within 20 % at 7 of
     8 points or more, the mean within 10 % at 6 or more, the 90 % interval holding the measured
-    p99 at 8 and the crossing within 5 % for 4 of 4 handlers -- the figures in
+    p99 at 8 and the crossing within 5 % for 4 of 4 handlers; from the in-process one 7, 5, 6
+    and 4 -- the figures in
     validation/README.md, which a change may improve but not lose without saying so there."""
     saved = ROOT / "validation" / "runs" / "2026-12-05-user-path"
     shutil.copytree(saved, tmp_path / "run")
@@ -199,7 +200,10 @@ def test_the_saved_full_run_is_predicted_as_the_readme_says(tmp_path):
     assert proxy["p99"] >= 7 and proxy["mean"] >= 6 and proxy["p99_covered"] >= 8, proxy
     assert proxy["crossing"] >= 4, proxy
     inside = summary["met"]["in_process"]
-    assert inside["p99"] >= 5 and inside["p99_covered"] >= 6 and inside["crossing"] >= 2, inside
+    # In-process: the middleware's view of rr modelled (capacity._rr_in_process) took these from
+    # 5, 2, 6 and 2 to 7, 5, 6 and 4.
+    assert inside["p99"] >= 7 and inside["mean"] >= 5 and inside["p99_covered"] >= 6, inside
+    assert inside["crossing"] >= 4, inside
     # Intervals that say something: no parameter on its search bound blows one up (the mix day's
     # scv at its floor once gave a p99 interval reaching 16 s about a 92 ms estimate).
     for row in summary["rows"]:

@@ -219,29 +219,39 @@ def measured_quantiles(model: QueueModel, params: dict, q, lam, servers, measure
     server's own middleware (``in_process``) starts when the request reaches the handler: for a
     blocking handler (``fcfs``) the queue is in front of it, so it measures the CPU time plus
     the delay alone; under processor sharing every request is in the loop at once, so it measures
-    the whole sojourn.  Event-loop round robin in-process is not modelled (the wait for the first
-    slice is part of the client's time only) and a lognormal delay in-process neither: refused by
+    the whole sojourn; under event-loop round robin (FIFO admission) it misses the wait for the
+    first slice, about one k-th of the queueing (:mod:`capacity._rr_in_process`).  Round robin
+    with idle admission and a lognormal delay in-process are not modelled: refused by
     :func:`check_measured_at`.
     """
-    if measured_at == "in_process" and model.discipline == "fcfs":
+    if measured_at == "in_process" and model.discipline in ("fcfs", "rr"):
         svc = model.service(params)
         x = np.asarray(svc.ppf(np.asarray(q, dtype=float)[None, :]), dtype=float)
         x = np.broadcast_to(x, (params["mean"].shape[0], np.size(q)))
-        return x + params["delay"][:, None] if model.delay == "constant" else x
+        x = x + params["delay"][:, None] if model.delay == "constant" else x
+        if model.discipline == "fcfs" or model.slices == 1:
+            return x
+        from .._rr_in_process import in_process_quantile
+
+        # The response less the wait for the first slice (capacity._rr_in_process); the
+        # constant delay is in both the response and the service part, so it passes through.
+        return in_process_quantile(model.quantiles(params, q, lam, servers), x, model.slices,
+                                   model.slice_delay, model.admission)
     return model.quantiles(params, q, lam, servers)
 
 
-def check_measured_at(measured_at: str, discipline: str, delay) -> str:
+def check_measured_at(measured_at: str, discipline: str, delay, admission: str = "fifo") -> str:
     """``measured_at`` checked against what the models can say about it (a ValueError naming it)."""
     from .._checks import check_choice
 
     measured_at = check_choice(measured_at, "measured_at", MEASURED_AT)
     if measured_at != "in_process":
         return measured_at
-    if discipline == "rr":
-        raise ValueError("measured_at='in_process' with discipline='rr' is not modelled yet (the wait "
-                         "for a request's first slice is part of the client's time, not the "
-                         "middleware's); fit the client's or the proxy's latencies, or use discipline='ps'")
+    if discipline == "rr" and admission != "fifo":
+        raise ValueError(f"measured_at='in_process' with discipline='rr' and admission={admission!r} is "
+                         "not modelled (with idle admission the wait for a request's first slice, which "
+                         "the middleware does not see, depends on the load and the slice delay); use "
+                         "admission='fifo', or fit the client's or the proxy's latencies")
     if delay == "lognormal":
         raise ValueError("measured_at='in_process' with delay='lognormal' is not modelled; use no delay, "
                          "a constant delay or the client's latencies")

@@ -301,8 +301,9 @@ def from_histograms(
         middleware): the time from when the request reached the handler, so for ``fcfs`` (a
         blocking handler) the CPU time plus delay alone -- the queue in front of the handler is
         invisible in-process -- and for ``ps`` the whole sojourn (every request is in the loop
-        at once).  ``rr`` with ``in_process`` is refused: the wait for the first slice is not
-        modelled apart yet.
+        at once), for ``rr`` the response less the wait for the first slice, about one k-th of
+        the queueing with FIFO admission (:mod:`capacity._rr_in_process`; ``rr`` with idle
+        admission in-process is refused: no rule holds for that wait).
     scv : float, optional
         Hold the service scv fixed.
     confidence : float, default 0.95
@@ -322,7 +323,7 @@ def from_histograms(
     ValueError
         Malformed windows (no ``+Inf`` bucket, decreasing cumulative counts, counts not
         matching the bounds, no arrival rate), an unknown discipline, family or
-        ``measured_at``, ``rr`` with ``in_process``, or more free parameters than the buckets
+        ``measured_at``, ``rr`` with idle admission and ``in_process``, or more free parameters than the buckets
         can carry.
 
     Warns
@@ -482,7 +483,7 @@ def fit_source_windows(windows: list[dict], notes: list[str], source: dict, serv
 
 def _fit_one(data: _Windows, opts, measured_at: str) -> HistogramFit:
     """One model fitted to the windows (warnings recorded, not yet emitted)."""
-    check_measured_at(measured_at, opts.discipline, opts.delay)
+    check_measured_at(measured_at, opts.discipline, opts.delay, opts.admission)
     if opts.slice_candidates is not None:
         raise ValueError("slices must be given as an integer for a histogram fit (profiling the slice "
                          "count is available in from_percentiles)")

@@ -26,6 +26,7 @@ from ._inputs import (
 )
 from ._intervals import WaldIntervals, consistent_slices, percentile_covariance, slices_noise, whitening
 from ._model import MEASURED_AT, TWO_PARAM, QueueModel, check_measured_at, make_service
+from ._rr_candidates import RR_ADMISSIONS
 from ._fitted import PercentileFit, Prediction, servers_text
 from ._selection import candidate_families, candidate_grid, qaic_scores, select
 from ._solve import Profile, SearchSpace, Solution, fit_space, profile_slices
@@ -94,8 +95,10 @@ def from_percentiles(
         client or proxy sees the whole response; a timer in the server's own
         middleware sees, for a blocking handler (``fcfs``), its CPU time and
         delay alone (the queue is in front of it), under ``ps`` the whole
-        sojourn; ``rr`` in-process is refused.  Predictions are always of the
-        response as the client sees it.
+        sojourn, under ``rr`` (FIFO admission) the response less the wait for
+        the first slice (:mod:`capacity._rr_in_process`; idle admission
+        in-process is refused).  Predictions are always of the response as the
+        client sees it.
     scv : float, optional
         Hold the service scv fixed instead of fitting it.
     n_requests : float or array_like, optional
@@ -296,7 +299,7 @@ def from_percentiles(
     fits, kept = [], []
     for d, f, dl in candidates:
         opts = check_percentile_options(d, f, dl, scv, confidence, max_nfev, slices, admission, slice_delay)
-        check_measured_at(measured_at, d, dl)
+        check_measured_at(measured_at, d, dl, opts.admission)
         space = _search_space(opts, obs, measured_at, tabled_only=family is None)
         if auto_delay and dl is not None and len(space.names) >= obs.q.size:
             continue     # a delay the percentiles cannot carry is no candidate
@@ -307,8 +310,9 @@ def from_percentiles(
     top = fits[int(np.argmin(qaic_scores(*_scores(fits))[0]))]
     if discipline is None and _rr_can_be_told(obs, measured_at, fits, top):
         # Event-loop round robin lies between them (one slice: FCFS; many: PS): with the best family
-        # and delay so far, its slice count profiled, for either admission rule (1-2 s each).
-        for rule in ("fifo", "idle"):
+        # and delay so far, its slice count profiled, for either admission rule (1-2 s each); timed
+        # in-process, FIFO admission only (capacity._rr_in_process has no rule for idle admission).
+        for rule in RR_ADMISSIONS[measured_at == "in_process"]:
             opts = check_percentile_options("rr", top.family, top._model.delay, scv, confidence, max_nfev,
                                             "fit", rule, slice_delay)
             fits.append(_fit_model(_search_space(opts, obs, measured_at, tabled_only=family is None), opts, obs))
@@ -337,11 +341,12 @@ def _rr_can_be_told(obs: PercentileObservations, measured_at: str, fits: list, t
     best PS or FCFS model misses the percentiles by more than twice their precision (reduced
     chi-square above 4; the true model gives 1-4 on simulated days, up to 11 with very heavy
     tails), and rr can be told apart -- only by how the percentiles change with load, so the
-    observations span loads (the busiest at least 1.5x the least busy), are timed where the queue
-    is seen, and outnumber its parameters."""
+    observations span loads (the busiest at least 1.5x the least busy) and outnumber its
+    parameters.  Timed in-process, rr is told apart the same way: the middleware misses the wait
+    for the first slice, which :mod:`capacity._rr_in_process` takes out."""
     spread = float(np.max(obs.lam) / np.min(obs.lam))
     misfit = top.deviance_ / max(top.degrees_of_freedom_, 1) > _RR_TRIED_ABOVE
-    return (misfit and measured_at != "in_process" and spread >= 1.5
+    return (misfit and spread >= 1.5
             and obs.q.size > max(f._n_free for f in fits) + 1)
 
 
