@@ -170,15 +170,20 @@ def test_the_spline_interpolates_every_stored_node(discipline):
     """The tables are read by a spline through their nodes: at every node it gives the stored value.
     scipy 1.17's RegularGridInterpolator(method="cubic"), used before, solved iteratively and
     missed the FCFS gamma table's nodes by 5e-3 in log t."""
-    from capacity._quantile_table import _interpolators, path
+    from capacity._quantile_table import PS_HEAVY_TAIL, _interpolators, path
 
-    with np.load(path(discipline)) as data:
-        for family, pieces in _interpolators(discipline).items():
-            spline = pieces[-1].spline    # this file's piece: the highest scv (the near-constant one is below)
-            rho, scv, z = data["rho"], data[f"scv_{family}"], data["z"]
-            grid = np.stack(np.meshgrid(np.log(rho / (1 - rho)), np.log(scv), z, indexing="ij"), -1)
-            np.testing.assert_allclose(spline(grid.reshape(-1, 3)), data[f"log_scaled_{family}"].ravel(),
-                                       rtol=0, atol=1e-10, err_msg=family)
+    files = (path(discipline),) + ((path(PS_HEAVY_TAIL),) if discipline == "ps" else ())
+    for file in files:
+        with np.load(file) as data:
+            for family, pieces in _interpolators(discipline).items():
+                if f"scv_{family}" not in data.files:
+                    continue
+                rho, scv, z = data["rho"], data[f"scv_{family}"], data["z"]
+                # This file's piece: the one starting at its first scv node.
+                spline = next(p.spline for p in pieces if p.lo == float(scv[0]))
+                grid = np.stack(np.meshgrid(np.log(rho / (1 - rho)), np.log(scv), z, indexing="ij"), -1)
+                np.testing.assert_allclose(spline(grid.reshape(-1, 3)), data[f"log_scaled_{family}"].ravel(),
+                                           rtol=0, atol=1e-10, err_msg=f"{file.name} {family}")
 
 
 def _erlang_fcfs_response_quantile(q: float, rho: float, k: int, guess: float) -> float:
@@ -314,3 +319,35 @@ def test_fcfs_hyperexponential_is_the_exact_mg1_where_a_table_piece_was_33_perce
     h2 = Service.hyperexponential(1.0, c)
     got = table.tabled_or_direct("fcfs", q, 1e-7, h2, 1, fcfs.response_quantile)
     np.testing.assert_allclose(got, h2.ppf(q), rtol=1e-4)
+
+
+def test_the_heavy_tail_gamma_piece_answers_to_scv_11_7_within_its_stated_error(direct):
+    """PS gamma from scv 5.5 to 11.7 comes from the heavy-tail piece: against the direct
+    computation at cell midpoints (scv 6.6 and 9.7, three loads) within what
+    capacity._quantile_table.PS_HEAVY_TAIL states (p50 7.6 %, p90 3.7 %, p99/p99.9 2.2 %); as the
+    load vanishes the table is closer than the direct computation to the service's own exact
+    quantile (scipy's gamma ppf, independent of both; measured -0.5/+0.7 % at p50/p99 against
+    +5.6/+2.2 %); and above 11.7 the piece does not answer."""
+    assert table.scv_range("ps", "gamma")[1] == pytest.approx(table.PS_HEAVY_TAIL_ANSWERS_TO)
+    assert table.PS_HEAVY_TAIL_ANSWERS_TO == pytest.approx(11.72, abs=0.01)
+    ls = np.log(table.PS_HEAVY_TAIL_SCV["gamma"])
+    lr = np.log(table.RHO / (1 - table.RHO))
+    q = np.array([0.5, 0.9, 0.99, 0.999])
+    limit = np.array([0.076, 0.037, 0.022, 0.022])
+    for j in (1, 2):
+        scv = float(np.exp(0.5 * (ls[j] + ls[j + 1])))
+        for i in (8, 20, 28):
+            rho = 1 / (1 + np.exp(-0.5 * (lr[i] + lr[i + 1])))
+            svc = Service.gamma(1.0, scv)
+            got = table.tabled_quantile("ps", q, rho, svc)
+            ref = direct(ps.response_quantile, q, rho, svc)
+            assert np.all(np.abs(got / ref - 1) <= limit), (scv, rho, got / ref - 1)
+    svc = Service.gamma(1.0, 9.7)
+    light = table.tabled_quantile("ps", np.array([0.5, 0.99]), 1.2e-3, svc)
+    from scipy import stats
+
+    exact = stats.gamma(1 / 9.7, scale=9.7).ppf([0.5, 0.99])
+    off = np.abs(light / exact - 1)
+    assert off[0] < 0.006 and off[1] < 0.008, off
+    assert np.all(off < np.abs(direct(ps.response_quantile, np.array([0.5, 0.99]), 1.2e-3, svc) / exact - 1))
+    assert not table.covered("ps", "gamma", np.array([0.5]), np.array([15.0]))[0]

@@ -197,11 +197,13 @@ def build_family(discipline: str, family: str, layers: range | None = None) -> n
 
 def check(discipline: str, family: str, levels=(0.5, 0.9, 0.99, 0.999), step: int = 2) -> None:
     """Table against the direct computation midway between nodes (every ``step``-th cell)."""
-    spline = table_mod._interpolators(discipline)[family][-1].spline   # the main table (the last piece)
     model = ps if discipline.startswith("ps") else fcfs
     lr = np.log(RHO / (1 - RHO))
     with np.load(table_mod.path(discipline)) as data:
         ls = np.log(data[f"scv_{family}"])
+    # This file's piece (the one starting at its first node; PS gamma has pieces above and below).
+    pieces = table_mod._interpolators(discipline)[family]
+    spline = next(p.spline for p in pieces if p.lo == float(np.exp(ls[0])) or np.isclose(p.lo, np.exp(ls[0])))
     q = np.array(levels)
     z = np.log(-np.log1p(-q))
     worst = np.zeros(q.size)
