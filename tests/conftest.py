@@ -47,3 +47,14 @@ def direct(monkeypatch):
         finally:
             monkeypatch.setattr(_quantile_table, "disabled", False)
     return run
+
+
+@pytest.fixture(scope="session")
+def concurrent_setups(request):
+    """The slow wall-clock setups of several modules (a real Prometheus under a played load), run
+    side by side: see _concurrent_setups.py.  Stops whatever is still running at the session's end."""
+    import _concurrent_setups
+
+    runner = _concurrent_setups.Runner(request.session)
+    yield runner
+    runner.close()

@@ -9,6 +9,8 @@ durations (within the histogram's bucket width).  The Dask run is checked agains
 """
 from __future__ import annotations
 
+import contextlib
+import functools
 import gzip
 import json
 import math
@@ -29,6 +31,7 @@ from capacity.fit import FleetReport, fleet, from_histograms, from_prometheus  #
 from capacity.plan import qps_ceiling  # noqa: E402
 from capacity.sim import simulate  # noqa: E402
 
+import _concurrent_setups  # noqa: E402
 from _cli import run_cli  # noqa: E402
 
 T0 = pd.Timestamp("2024-03-01", tz="UTC")
@@ -88,12 +91,18 @@ def _single(path):
         return windows, fit, fit.ceiling(SLO, interval=0.95)
 
 
+@pytest.fixture(scope="module")
+def single():
+    """_single, run once per log for the module: two tests compare the fleet with the search log's fit."""
+    return functools.cache(_single)
+
+
 @pytest.mark.parametrize("name", sorted(TRUTH))
-def test_rows_are_the_single_service_fits_and_hold_the_truth(fleet_dir, local_report, name):
+def test_rows_are_the_single_service_fits_and_hold_the_truth(fleet_dir, local_report, single, name):
     root, logged = fleet_dir
     report, _ = local_report
     row = report.table.set_index("service").loc[name]
-    windows, fit, (ceiling, low, high) = _single(root / name)
+    windows, fit, (ceiling, low, high) = single(root / name)
     # exactly the single-service fit of the same log
     assert row["error"] == ""
     assert (row["discipline"], row["family"]) == (fit.discipline, fit.family)
@@ -153,13 +162,13 @@ def test_dask_local_cluster_gives_the_same_table(fleet_dir, local_report):
     assert json.loads(out)["table"] == json.loads(json.dumps(report.to_dict()))["table"]
 
 
-def test_per_service_slo_and_servers(fleet_dir, local_report):
+def test_per_service_slo_and_servers(fleet_dir, local_report, single):
     root, _ = fleet_dir
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FitWarning)
         report = fleet({"search": root / "search"}, {"search": {0.99: 0.3}}, servers={"*": 1})
     row = report.table.iloc[0]
-    _, fit, _ = _single(root / "search")
+    _, fit, _ = single(root / "search")
     assert row["ceiling_qps"] == fit.ceiling({0.99: 0.3}).qps and row["slo"] == "p99 <= 300 ms"
     assert report.slo == {"search": {0.99: 0.3}}
     with warnings.catch_warnings():
@@ -251,8 +260,8 @@ def _feed(rows_by_job: dict, meters: dict, tick: float = 0.01) -> float:
     return t0
 
 
-@pytest.fixture(scope="module")
-def prometheus_fleet():
+@contextlib.contextmanager
+def _prometheus_fleet():
     if shutil.which("prometheus") is None:
         pytest.skip("the prometheus binary is not installed (Debian package 'prometheus'; .ci/run installs it)")
     pytest.importorskip("prometheus_client", reason="prometheus_client is not installed")
@@ -262,10 +271,20 @@ def prometheus_fleet():
             for i, (job, (svc, discipline, rates)) in enumerate(PROM_TRUTH.items())}
     with h.exporter(PROM_LE) as (a_target, a_hist, a_cpu), h.exporter(PROM_LE) as (b_target, b_hist, b_cpu), \
             h.run_prometheus({"checkout": [a_target], "images": [b_target]}) as url:
-        time.sleep(2.5)
+        h.wait_for_scrapes(url, 2, count=1)   # the empty histograms scraped first
         t0 = _feed(rows, {"checkout": (a_hist, a_cpu), "images": (b_hist, b_cpu)})
-        time.sleep(1.5)
+        h.wait_for_scrapes(url, 2, after=time.time())   # a scrape of each job after the last request
         yield url, t0 + PROM_LEAD
+
+
+# This module's own exporters and Prometheus, run at the same time as the other modules' (conftest.py)
+_concurrent_setups.register("prometheus_fleet", _prometheus_fleet)
+
+
+@pytest.fixture(scope="module")
+def prometheus_fleet(concurrent_setups):
+    with concurrent_setups.enter("prometheus_fleet") as run:
+        yield run
 
 
 def test_prometheus_fleet_one_row_per_job(prometheus_fleet):

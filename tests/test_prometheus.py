@@ -12,6 +12,7 @@ query_range answers.
 """
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import math
@@ -25,6 +26,8 @@ import pytest
 from capacity import Service, ps
 from capacity.exceptions import FitWarning, SourceError
 from capacity.fit import from_prometheus, from_prometheus_json
+
+import _concurrent_setups  # noqa: E402 -- tests/ helper
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 LE = [0.0005, 0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064, 0.128]
@@ -48,18 +51,28 @@ def _harness():
 harness = _harness()
 
 
-@pytest.fixture(scope="module")
-def prometheus_run():
+@contextlib.contextmanager
+def _prometheus_run():
     if shutil.which("prometheus") is None:
         pytest.skip("the prometheus binary is not installed (Debian package 'prometheus'; .ci/run installs it)")
     pytest.importorskip("prometheus_client", reason="prometheus_client is not installed")
     schedule = list(zip(RATES, (LEAD + PHASE, PHASE, PHASE + LEAD)))
     rows = harness.simulated_requests(SERVICE, schedule, seed=40)
     with harness.exporter(LE) as (target, hist, cpu), harness.run_prometheus([target]) as url:
-        time.sleep(2.5)           # a few scrapes of the empty histogram first: increases start at 0
+        harness.wait_for_scrapes(url, 1, count=1)   # the empty histogram scraped first: increases start at 0
         t0 = harness.feed(rows, hist, cpu)
-        time.sleep(1.5)           # the last scrapes
+        harness.wait_for_scrapes(url, 1, after=time.time())   # a scrape after the last request
         yield url, t0 + LEAD
+
+
+# This module's own Prometheus and exporter, run at the same time as the other modules' (conftest.py)
+_concurrent_setups.register("prometheus_run", _prometheus_run)
+
+
+@pytest.fixture(scope="module")
+def prometheus_run(concurrent_setups):
+    with concurrent_setups.enter("prometheus_run") as run:
+        yield run
 
 
 def test_fit_through_a_real_prometheus(prometheus_run):

@@ -12,6 +12,7 @@ Skips with the reason where Node.js, the server's npm packages or Prometheus are
 """
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import pathlib
@@ -23,6 +24,8 @@ import warnings
 import pytest
 
 from capacity.fit import from_prometheus
+
+import _concurrent_setups  # noqa: E402 -- tests/ helper
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SERVER = ROOT / "validation" / "server"
@@ -38,8 +41,8 @@ def _harness():
     return mod
 
 
-@pytest.fixture(scope="module")
-def scraped_server():
+@contextlib.contextmanager
+def _scraped_server():
     node = shutil.which("node")
     if node is None:
         pytest.skip("Node.js (node) is not on PATH")
@@ -53,7 +56,7 @@ def scraped_server():
     try:
         port = json.loads(server.stdout.readline())["port"]
         with h.run_prometheus([f"127.0.0.1:{port}"]) as url:
-            time.sleep(2.5)
+            h.wait_for_scrapes(url, 1, count=1)   # the idle server scraped first
             start = time.time()
             schedule = [(PHASES[0][0], LEAD + PHASES[0][1]), (PHASES[1][0], PHASES[1][1] + LEAD)]
             for i, (rate, seconds) in enumerate(schedule):
@@ -61,11 +64,21 @@ def scraped_server():
                                 "--duration", str(seconds), "--seed", str(7 + i), "--max-p99-lag-ms", "1e9",
                                 "--max-mean-lag-frac", "1e9", "--server-stats", "0"],
                                check=True, capture_output=True, timeout=seconds + 60)
-            time.sleep(1.5)
+            h.wait_for_scrapes(url, 1, after=time.time())   # a scrape after the last request
             yield url, start + LEAD
     finally:
         server.terminate()
         server.wait(timeout=10)
+
+
+# This module's own server and Prometheus, run at the same time as the other modules' (conftest.py)
+_concurrent_setups.register("scraped_server", _scraped_server)
+
+
+@pytest.fixture(scope="module")
+def scraped_server(concurrent_setups):
+    with concurrent_setups.enter("scraped_server") as run:
+        yield run
 
 
 def test_blocking_handler_from_its_middleware_histogram(scraped_server):

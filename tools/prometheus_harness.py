@@ -5,6 +5,8 @@ Used by ``tests/test_prometheus.py`` (the fit through the HTTP API) and by
 
 * :func:`run_prometheus` starts Debian's ``prometheus`` binary on a free loopback port with a
   temporary config (one scrape job) and data directory, waits until it is ready, and stops it.
+* :func:`wait_for_scrapes` polls it until its targets have been scraped (so often, or since a
+  given time).
 * :func:`feed` plays completed requests into a ``prometheus_client`` histogram and a CPU
   counter (``process_cpu_seconds_total``, the CPU the requests used) as wall-clock time reaches
   their completion times.
@@ -17,12 +19,14 @@ the scrape, Prometheus's storage and its ``increase``/``rate`` arithmetic, and t
 from __future__ import annotations
 
 import contextlib
+import json
 import pathlib
 import shutil
 import socket
 import subprocess
 import tempfile
 import time
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator, Mapping, Sequence
 
@@ -88,6 +92,40 @@ def run_prometheus(targets: Sequence[str] | Mapping[str, Sequence[str]], scrape_
             yield url
         finally:
             stop(proc)
+
+
+def _instant(url: str, expr: str) -> list[float]:
+    """The values of an instant query's vector answer, or [] when Prometheus cannot answer yet."""
+    query = urllib.parse.urlencode({"query": expr})
+    try:
+        with urllib.request.urlopen(f"{url}/api/v1/query?{query}", timeout=2.0) as r:
+            answer = json.load(r)
+    except OSError:
+        return []
+    return [float(series["value"][1]) for series in answer.get("data", {}).get("result", [])]
+
+
+def wait_for_scrapes(url: str, targets: int, count: int = 0, after: float | None = None,
+                     timeout: float = 30.0) -> None:
+    """Poll Prometheus until each of its ``targets`` scrape targets has been scraped successfully at
+    least ``count`` times and, with ``after`` (Unix time), successfully since then: the samples up
+    to ``after`` are then all stored.  RuntimeError after ``timeout`` seconds.
+
+    Prometheus applies its scrape targets a few seconds after it is ready (2.42: its scrape
+    manager reloads every 5 s), so a fixed pause after start-up does not ensure a first scrape."""
+    deadline = time.time() + timeout
+    while True:
+        scraped = _instant(url, "sum_over_time(up[1h])")
+        # timestamp() of a selector is its samples' time (of an expression, the evaluation's)
+        latest = _instant(url, "timestamp(up) and up == 1") if after is not None else []
+        if len(scraped) == targets and min(scraped) >= count and \
+                (after is None or (len(latest) == targets and min(latest) > after)):
+            return
+        if time.time() > deadline:
+            wanted = [f"{count} time(s)"] * (count > 0) + [f"since {after:.3f}"] * (after is not None)
+            raise RuntimeError(f"Prometheus at {url} did not scrape its {targets} target(s) "
+                               f"{' and '.join(wanted)} in {timeout:.0f} s (successful scrapes: {scraped})")
+        time.sleep(0.1)
 
 
 @contextlib.contextmanager
