@@ -17,7 +17,10 @@ the asymptotic variance of a sample quantile of a correlated sequence,
 ``q (1 - q) tau / (n f(x_q)^2)``, needs the integrated autocorrelation ``tau`` of the tail
 indicator, which no M/G/1 result gives.
 
-Bounded: at most :data:`REQUESTS_PER_LOAD` simulated requests per load (about 0.1-1 s).  When a
+Bounded: about :data:`REQUESTS_PER_LOAD` simulated requests per load (0.1-1 s), at most four times
+that (plus the dropped first window) when each window must hold 50 requests above a thin tail's
+quantile (p99.99 over long windows), beyond which it simulates 24 windows of ``REQUESTS_PER_LOAD /
+24`` requests and scales them as below.  When a
 window holds more requests than that budget allows, shorter windows are simulated and their
 log-spread scaled by ``sqrt(simulated / asked)`` -- the central-limit rate of a statistic over a
 window much longer than the queue's relaxation time (``E[S] / (1 - sqrt(rho))^2``, about 1.4 s at
@@ -35,7 +38,8 @@ import numpy as np
 
 __all__ = ["REQUESTS_PER_LOAD", "MAX_LOADS", "window_log_spread"]
 
-#: Simulated requests per load: the bound on one spread's cost (rr with 5 slices: about 0.6 s).
+#: Simulated requests per load, the usual cost of one spread (rr with 5 slices: about 0.6 s); a
+#: thin tail may take up to four times this (see the module docstring).
 REQUESTS_PER_LOAD = 200_000
 #: Loads one call may ask a window's spread for (each is a simulation).
 MAX_LOADS = 8
