@@ -17,7 +17,8 @@ points with a simulated share above 1e-4 count.
 The default -- 4 replications of 2.5 x 10^5 requests per setting (up to 10^6 where the pauses
 are rare per request, so that each run sees about 10^3 of them), fewer than the Notes' first
 FCFS figures used -- takes about 20 CPU seconds for FCFS (48 settings) and 1 CPU minute for PS
-(18 settings per core count); the PS figures in the Notes were measured with it.  The interval
+(18 settings per core count); the PS figures in the Notes and in the table of
+:mod:`capacity.plan._gc_ps_pileup` (one core) were measured with it.  The interval
 shrinks with more requests (``--n 1000000``, about 4x the time).
 """
 from __future__ import annotations

@@ -3,8 +3,9 @@
 A request's CPU time plus the stop-the-world pauses that land in it: :func:`_setting` gives the
 effective service's moments for a GC CPU share and a pause law, :func:`_queue_service` the law the
 queue models take for it, and :func:`_timeout_fraction` the share of requests over a timeout when the
-pauses also leave a backlog behind them (a queue on a paused clock, :mod:`._pause_clock`).  The model,
-its assumptions and its measured error are in the Notes of :func:`capacity.plan.gc_whatif`.
+pauses also leave a backlog behind them (a queue on a paused clock, :mod:`._pause_clock`; under
+processor sharing on one core the pile-up law of :mod:`._gc_ps_pileup`).  The model, its
+assumptions and its measured error are in the Notes of :func:`capacity.plan.gc_whatif`.
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..distributions import Service
+from ._gc_ps_pileup import ps1_timeout_fraction
 from ._pause_clock import pause_backlog_sf, paused_response_sf
 from ._text import _fmt_time
 
@@ -65,7 +67,9 @@ def _timeout_fraction(st: dict, per: float, servers: int, timeout: float, pause_
     """Share of requests over ``timeout``: the pauses' backlog and the queue on a paused clock.
 
     See *Timeouts* in the Notes of :func:`gc_whatif`; ``P(C(R_0 + D) > T)`` is
-    :func:`._pause_clock.paused_response_sf`.
+    :func:`._pause_clock.paused_response_sf`.  Processor sharing on one core goes to
+    :func:`._gc_ps_pileup.ps1_timeout_fraction` (a pause's cost by the request's own work); on
+    ``c >= 2`` cores it keeps the constant fall of :func:`_ps_pause_cost`.
     """
     rho = per * st["service_mean_s"] / servers
     if rho >= 1:
@@ -83,6 +87,14 @@ def _timeout_fraction(st: dict, per: float, servers: int, timeout: float, pause_
 
     if wall_rate == 0:
         return float(queue_sf(np.array([timeout]))[0])
+    if mod is ps and servers == 1:
+        # One core: what a pause costs depends on the request's own work (_gc_ps_pileup); the
+        # constant fall below stays for c >= 2, where those formulas do not carry over.
+        v = st["pause_mean_s"]
+        cost = _ps_pause_cost(rho_x, per, st["_ex"], v, pause_scv)[:2]
+        return ps1_timeout_fraction(timeout, queue_sf, per, st["_ex"], wall_rate, v, pause_scv, cost,
+                                    _queue_service(v / (1.0 - rho_x), pause_scv),
+                                    st["_ex"] if x.family == "deterministic" else None)
 
     # The delay the pauses leave jumps by V at each and falls at 1 - rho_x (FCFS: the pile-up queues
     # behind the requests in flight); under PS a pause costs the pause plus a share of the pile-up,
@@ -155,7 +167,9 @@ def _ps_pause_cost(rho_x: float, lam: float, mean: float, pause_mean: float,
     arrival rate already counts (a few per cent; ``tests/test_plan_gc.py``).  Assumed: exponential work
     (other laws take these moments with their own mean), one core (on ``c`` the pile shares
     ``c`` cores: ``lambda`` and ``rho_x`` per core), a pause's cost independent of the
-    request's own remaining time.  Measured error: the Notes of :func:`gc_whatif`.
+    request's own remaining time.  On one core only ``V'`` is used (the clock's pause, in
+    :mod:`._gc_ps_pileup`, whose pile-up law replaces ``D``); the whole model serves ``c >= 2``.
+    Measured error: the Notes of :func:`gc_whatif`.
     """
     a = 1.0 - rho_x
     eg = mean / (1.0 + a)

@@ -255,27 +255,29 @@ def gc_whatif(service: Service | ArrayLike, gc_cpu_share: float, pause_mean: flo
     which the clock allows) and low (-15 % to -25 %) at rho_x 0.85 for timeouts past the pause (the
     fluid backlog drains more evenly than the queue does).  Under processor sharing the
     ``K ~ Poisson(lambda V)`` requests that pile up in a pause share the core with every request in
-    flight when it ends, instead of queueing behind it: a pause costs a request it catches
-    ``V' = V + K g(U)``, ``g(u) = m (1 - exp(-(1 - rho_x) u / m)) / (1 - rho_x)`` the mean extra
-    time one more request present costs a request with remaining work ``u`` in M/M/1-PS (Coffman,
-    Muntz & Trotter 1970), ``U`` exponential of mean ``m = E[X]``, so ``E[V'] = V (1 + kappa)``,
-    ``kappa = rho_x / (2 - rho_x)``; the clock takes ``V'`` (gamma of its two moments) as the pause,
-    and ``D`` jumps by ``V'`` and falls at the rate that gives the pile's sharing its mean
-    (``_ps_pause_cost`` in :mod:`capacity.plan._gc_service` derives both; assumed: exponential work,
-    one core, the cost independent of the request's own remaining time).  Light traffic gives FCFS's
-    view back; for pauses much shorter than the work it counts the pile-up both in ``R_0``'s rate
-    and in the cost, a clock slower by ``1 + p kappa`` than the CPU-overhead view (shares 1-4 % high
-    at 3 % of the time in pauses).  Against the same simulation under PS on one core (pauses of 10,
-    100 and 500 ms, 70 points with a share above 1e-4; ``tools/measure_gc_timeouts.py``, 4 x 0.25-1
-    x 10^6 requests per setting) the median error is 6.6 % (11.4 % with ``C(Y)`` alone), 94 % of the
-    points are within the 95 % interval plus 10 % (67 %) and 97 % within it plus 20 % (84 %); the
-    errors run from -17 % to +28 % (before -93 % to +129 %: -47 % to -93 % for constant pauses of
-    100-500 ms at rho_x 0.5-0.85 and timeouts of 1.5-3 pauses, +13 % to +30 % at rho_x 0.85 below
-    one pause), except +120 % and +180 % at 1.5 constant pauses of 100 and 500 ms at rho_x 0.2
-    (shares 3-5e-4; FCFS's overlapping-pause overstatement, +73 % and +129 % before).  It is high by
-    18-28 % for exponential pauses of 100-500 ms at 3 pause lengths and rho_x 0.5-0.85 (a long
-    request's cost grows with its remaining time, which the independent cost spreads over all).  On 2
-    cores (``lambda`` and ``rho_x`` per core; 68 points) the median error is 8.8 % (14 % before),
+    flight when it ends, instead of queueing behind it: one more request present costs one with
+    work ``u`` on average ``g(u) = m c(u) / (1 - rho_x)``, ``c(u) = 1 - exp(-(1 - rho_x) u / m)``,
+    in M/M/1-PS (Coffman, Muntz & Trotter 1970; ``m = E[X]``), so a pause that begins during a
+    request costs it ``V' = V + K g(U)``, ``E[V'] = V (1 + kappa)``, ``kappa = rho_x / (2 - rho_x)``
+    (``U`` exponential of mean ``m``), which the clock takes as the pause (gamma of its two moments;
+    ``_ps_pause_cost`` in :mod:`capacity.plan._gc_service`).  On one core the delay a request of
+    work ``u`` finds is the rest of the pause it lands in plus the share ``c(u)`` of the time its
+    pile and the earlier pauses' take to clear (FCFS's backlog above, in clearing time), on top of
+    the exact ``R_0`` (:mod:`capacity.plan._gc_ps_pileup`; assumed: exponential work in that term,
+    a pile job's cost its mean).  On ``c >= 2`` cores ``D`` jumps by ``V'`` and falls at the rate
+    that gives the pile's sharing its mean (``lambda`` and ``rho_x`` per core; the cost independent
+    of the request's own work).  Light traffic gives FCFS's view back; pauses much shorter than the
+    work leave ``R_0`` on a clock slower by ``1 + p kappa`` than the CPU-overhead view (shares 1-4 %
+    high at 3 % of the time in pauses).  Against the same simulation under PS on one core (pauses of
+    10, 100 and 500 ms, 70 points with a share above 1e-4; ``tools/measure_gc_timeouts.py``, 4 x
+    0.25-1 x 10^6 requests per setting) the median error is 2.8 % (6.6 % with the constant fall,
+    11.4 % with ``C(Y)`` alone), 96 % of the points are within the 95 % interval plus 10 % (94 %,
+    67 %) and 97 % within it plus 20 % (97 %, 84 %); the errors run from -13 % to +20 %, 5th-95th
+    percentile -3 % to +15 % (constant fall -17 % to +28 %, -9 % to +23 %, and +18 % to +28 % for
+    exponential pauses of 100-500 ms at 3 pause lengths and rho_x 0.5-0.85, now +3 % to +14 %;
+    ``C(Y)`` alone -93 % to +129 %), except +103 % and +143 % at 1.5 constant pauses of 100 and
+    500 ms at rho_x 0.2 (shares 3-5e-4; FCFS's overlapping-pause overstatement; +120 % and +180 %
+    with the constant fall).  On 2 cores (68 points) the median error is 8.8 % (14 % before),
     81 % of the points are within the interval plus 10 % (59 %) and 90 % within it plus 20 % (76 %),
     from -7 % to +50 % (before -92 % to +32 %) but mostly high (5th-95th percentile +1 % to +36 %:
     with fewer requests than cores present nobody shares), and again +370 % and +470 % at 1.5
