@@ -38,6 +38,9 @@ load).  End to end, with ``T_q`` from :mod:`capacity.rr`'s calibrated formula, t
 formula's own: -7.7/+16.6 % at p90 and -14.9/+17.6 % at p99 over the grid, the largest with a
 slice delay of 5 mean slices (rr's "slice delay" relief, see :mod:`capacity.rr`).
 
+Several cores share one run queue the same way, so the fits apply the same rule there; it is
+measured on one core only (as :mod:`capacity.rr`'s formula is calibrated on one core only).
+
 Admission when idle
 -------------------
 With ``admission="idle"`` an arrival waits outside the run queue until the loop is idle, so its
