@@ -75,19 +75,30 @@ def _levels(t: np.ndarray, sf: np.ndarray, rho: float, Z: np.ndarray = Z) -> np.
     ok = (sf > 1e-12) & (sf < 1.0 - 1e-12)
     g = np.log(-np.log(sf[ok]))
     y = np.log(t[ok])
-    # The transform's absolute error (~1e-9) can make the far tail wiggle: keep it monotone.
-    keep = np.concatenate([[True], np.diff(g) > 0]) & (g >= np.maximum.accumulate(g))
-    g, y = g[keep], y[keep]
+    g, y = _monotone(g, y)
     if g.size < 8 or g[0] > Z[0] or g[-1] < Z[-1] - TAIL_REACH:
         return None
-    inside = Z <= g[-1]
-    out = np.empty(Z.size)
-    out[inside] = PchipInterpolator(g, y)(Z[inside])
+    return _at_levels(g, y, Z) + np.log1p(-rho)
+
+
+def _monotone(g: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The points of (level, log t) where the level keeps rising: the transform's absolute error
+    (~1e-9) can make the far tail wiggle."""
+    keep = np.concatenate([[True], np.diff(g) > 0]) & (g >= np.maximum.accumulate(g))
+    return g[keep], y[keep]
+
+
+def _at_levels(g: np.ndarray, y: np.ndarray, z: np.ndarray, min_slope: float = -np.inf) -> np.ndarray:
+    """log t at the levels ``z``: monotone (PCHIP) interpolation of ``y`` against ``g``, and beyond
+    the last point linear with the slope of its last 0.5 in level (at least ``min_slope``)."""
+    inside = z <= g[-1]
+    out = np.empty(z.size)
+    out[inside] = PchipInterpolator(g, y)(z[inside])
     if not inside.all():
         last = g >= g[-1] - 0.5
-        slope = np.polyfit(g[last], y[last], 1)[0] if last.sum() >= 2 else 1.0
-        out[~inside] = y[-1] + slope * (Z[~inside] - g[-1])
-    return out + np.log1p(-rho)
+        slope = max(np.polyfit(g[last], y[last], 1)[0] if last.sum() >= 2 else 1.0, min_slope)
+        out[~inside] = y[-1] + slope * (z[~inside] - g[-1])
+    return out
 
 
 def one_scv_fcfs(family: str, scv: float) -> np.ndarray:
@@ -203,7 +214,7 @@ def check(discipline: str, family: str, levels=(0.5, 0.9, 0.99, 0.999), step: in
         ls = np.log(data[f"scv_{family}"])
     # This file's piece (the one starting at its first node; PS gamma has pieces above and below).
     pieces = table_mod._interpolators(discipline)[family]
-    spline = next(p.spline for p in pieces if p.lo == float(np.exp(ls[0])) or np.isclose(p.lo, np.exp(ls[0])))
+    spline = next(p.spline for p in pieces if np.isclose(p.lo, np.exp(ls[0])))
     q = np.array(levels)
     z = np.log(-np.log1p(-q))
     worst = np.zeros(q.size)
@@ -258,20 +269,11 @@ def _resolved_levels(t: np.ndarray, sf: np.ndarray, rho: float) -> tuple | None:
     bad = np.flatnonzero((np.diff(sf[start:]) >= 0) | (sf[start + 1:] <= 1e-10))
     cut = start + (bad[0] if bad.size else sf.size - 1 - start)
     ok = (cond > 0) & (cond < 1.0 - 1e-12) & (np.arange(t.size) <= cut)
-    g, y = np.log(-np.log(cond[ok])), np.log(t[ok])
-    keep = np.concatenate([[True], np.diff(g) > 0]) & (g >= np.maximum.accumulate(g))
-    g, y = g[keep], y[keep]
+    g, y = _monotone(np.log(-np.log(cond[ok])), np.log(t[ok]))
     z = det_table.Z
     if g.size < 8 or g[0] > z[0] or g[-1] < z[0] + 1.0:
         return None
-    inside = z <= g[-1]
-    out = np.empty(z.size)
-    out[inside] = PchipInterpolator(g, y)(z[inside])
-    if not inside.all():
-        last = g >= g[-1] - 0.5
-        slope = max(np.polyfit(g[last], y[last], 1)[0] if last.sum() >= 2 else 1.0, 0.2)
-        out[~inside] = y[-1] + slope * (z[~inside] - g[-1])
-    return out + np.log1p(-rho), float(g[-1])
+    return _at_levels(g, y, z, min_slope=0.2) + np.log1p(-rho), float(g[-1])
 
 
 def build_deterministic() -> None:

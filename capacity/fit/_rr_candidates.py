@@ -36,9 +36,10 @@ _SPREAD = 1.5     # the busiest window at least this many times the least busy o
 RR_ADMISSIONS = {False: ("fifo", "idle"), True: ("fifo",)}
 
 
-def rr_can_be_told(data, measured_at: str, top) -> bool:
-    """Whether rr is worth its 14 fits: the windows span loads (rr differs from PS and FCFS only in
-    how the latencies change with load) and the latencies include the wait for the first slice.
+def rr_can_be_told(data) -> bool:
+    """Whether rr can be told from PS and FCFS: the windows span loads (the busiest at least
+    :data:`_SPREAD` times the least busy), since rr differs from them only in how the latencies
+    change with load.
 
     rr used to be tried only when the best PS/FCFS fit's dispersion ``G / df`` was above 8; short
     windows of an event loop rarely reach it (7 of 10 simulated rr days stayed below, and the
@@ -47,8 +48,8 @@ def rr_can_be_told(data, measured_at: str, top) -> bool:
     rr recognised on 4 of 10 rr days instead of 1, FCFS and PS days still 10 of 10 each (with
     :func:`rests_on_one_window` guarding them), at 0.5-0.6 s per fit instead of 0.2 s.  Timed
     in-process too: the middleware misses the wait for the first slice, which
-    :mod:`capacity._rr_in_process` takes out (FIFO admission only).  ``top`` and ``measured_at``
-    are kept for the signature's callers."""
+    :mod:`capacity._rr_in_process` takes out (FIFO admission only).  ``data``: anything with the
+    windows' or observations' arrival rates as ``lam``."""
     spread = float(np.max(data.lam) / np.min(data.lam))
     return spread >= _SPREAD
 

@@ -438,7 +438,7 @@ def from_histograms(
         pairs = rr_candidates(_fit_one, data, measured_at, f, dl, options)
         fits, candidates = [fit for fit, _ in pairs], [label for _, label in pairs]
     if discipline is None:
-        if rr_can_be_told(data, measured_at, top):
+        if rr_can_be_told(data):
             # Event-loop round robin lies between them: with the best family and delay so far, its
             # slice count profiled, for either admission rule.
             kept, set_aside = admitted(rr_candidates(_fit_one, data, measured_at, f, dl, options), fits, top)

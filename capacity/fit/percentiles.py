@@ -26,7 +26,7 @@ from ._inputs import (
 )
 from ._intervals import WaldIntervals, consistent_slices, percentile_covariance, slices_noise, whitening
 from ._model import MEASURED_AT, TWO_PARAM, QueueModel, check_measured_at, make_service
-from ._rr_candidates import RR_ADMISSIONS
+from ._rr_candidates import RR_ADMISSIONS, rr_can_be_told
 from ._fitted import PercentileFit, Prediction, servers_text
 from ._selection import candidate_families, candidate_grid, qaic_scores, select
 from ._solve import Profile, SearchSpace, Solution, fit_space, profile_slices
@@ -308,7 +308,7 @@ def from_percentiles(
         fits.append(_fit_model(space, opts, obs, nested))
         kept.append((d, f, dl))
     top = fits[int(np.argmin(qaic_scores(*_scores(fits))[0]))]
-    if discipline is None and _rr_can_be_told(obs, measured_at, fits, top):
+    if discipline is None and _rr_can_be_told(obs, fits, top):
         # Event-loop round robin lies between them (one slice: FCFS; many: PS): with the best family
         # and delay so far, its slice count profiled, for either admission rule (1-2 s each); timed
         # in-process, FIFO admission only (capacity._rr_in_process has no rule for idle admission).
@@ -336,7 +336,7 @@ def _scores(fits: list) -> tuple[list, list, list]:
 _RR_TRIED_ABOVE = 4.0     # reduced chi-square of the best PS/FCFS candidate above which rr is fitted too
 
 
-def _rr_can_be_told(obs: PercentileObservations, measured_at: str, fits: list, top: PercentileFit) -> bool:
+def _rr_can_be_told(obs: PercentileObservations, fits: list, top: PercentileFit) -> bool:
     """Whether round robin is worth its candidates (each a profile over slice counts, 1-2 s): the
     best PS or FCFS model misses the percentiles by more than twice their precision (reduced
     chi-square above 4; the true model gives 1-4 on simulated days, up to 11 with very heavy
@@ -344,10 +344,8 @@ def _rr_can_be_told(obs: PercentileObservations, measured_at: str, fits: list, t
     observations span loads (the busiest at least 1.5x the least busy) and outnumber its
     parameters.  Timed in-process, rr is told apart the same way: the middleware misses the wait
     for the first slice, which :mod:`capacity._rr_in_process` takes out."""
-    spread = float(np.max(obs.lam) / np.min(obs.lam))
     misfit = top.deviance_ / max(top.degrees_of_freedom_, 1) > _RR_TRIED_ABOVE
-    return (misfit and spread >= 1.5
-            and obs.q.size > max(f._n_free for f in fits) + 1)
+    return misfit and rr_can_be_told(obs) and obs.q.size > max(f._n_free for f in fits) + 1
 
 
 def _search_space(opts: PercentileOptions, obs: PercentileObservations, measured_at: str,
