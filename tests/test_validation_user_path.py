@@ -188,8 +188,8 @@ def test_the_saved_full_run_is_predicted_as_the_readme_says(tmp_path):
     """The full run of 2026-12-05 (validation/runs/2026-12-05-user-path: a real Koa server's
     Prometheus answers over 12-minute days, and the clients' latencies measured at 70 % and 80 %
     CPU) fitted again with this package: from the proxy's histogram the p99 within 20 % at 7 of
-    8 points or more, the mean within 10 % at 6 or more, the 90 % interval holding the measured
-    p99 at 8 and the crossing within 5 % for 4 of 4 handlers; from the in-process one 7, 5, 6
+    8 points or more, the mean within 10 % at 7 or more, the 90 % interval holding the measured
+    p99 at 8 and the crossing within 5 % for 4 of 4 handlers; from the in-process one 8, 5, 7
     and 4 -- the figures in
     validation/README.md, which a change may improve but not lose without saying so there."""
     saved = ROOT / "validation" / "runs" / "2026-12-05-user-path"
@@ -197,12 +197,13 @@ def test_the_saved_full_run_is_predicted_as_the_readme_says(tmp_path):
     summary = _user_path().repredict(tmp_path / "run")
     assert summary["repredicted"] and len(summary["rows"]) == 16
     proxy = summary["met"]["proxy"]
-    assert proxy["p99"] >= 7 and proxy["mean"] >= 6 and proxy["p99_covered"] >= 8, proxy
+    # The measured rr body (capacity._rr_body) took the proxy's means from 6 to 7.
+    assert proxy["p99"] >= 7 and proxy["mean"] >= 7 and proxy["p99_covered"] >= 8, proxy
     assert proxy["crossing"] >= 4, proxy
     inside = summary["met"]["in_process"]
     # In-process: the middleware's view of rr modelled (capacity._rr_in_process) took these from
-    # 5, 2, 6 and 2 to 7, 5, 6 and 4.
-    assert inside["p99"] >= 7 and inside["mean"] >= 5 and inside["p99_covered"] >= 6, inside
+    # 5, 2, 6 and 2 to 7, 5, 6 and 4; the measured rr body to 8, 5, 7 and 4.
+    assert inside["p99"] >= 8 and inside["mean"] >= 5 and inside["p99_covered"] >= 7, inside
     assert inside["crossing"] >= 4, inside
     # Intervals that say something: no parameter on its search bound blows one up (the mix day's
     # scv at its floor once gave a p99 interval reaching 16 s about a 92 ms estimate).

@@ -28,6 +28,7 @@ from scipy.stats import norm
 
 from .._checks import as_float_array, check_positive
 from ..distributions import Service
+from ..rr import _fifo_correction
 from ._solve import _parse_slo
 from .ceiling import ceiling_from_curve
 from ._warmup_ps import _ps_fluid
@@ -201,7 +202,11 @@ class _Ceilings:
         rho = np.asarray(rho, dtype=float)
         m = np.asarray(m, dtype=float)
         if self.kind == "rr_idle":
-            unit = idle_quantiles(self.qs, self._reader(rho), self._rr_reader(rho),
+            # rr's idle formula starts from the zero-delay FIFO formula before its measured
+            # correction (capacity.rr._quantile), so the corrected curve is divided back.
+            formula = self._rr_reader(rho) / _fifo_correction(self.qs, rho[..., None], float(self.slices),
+                                                                self.service, self.servers)
+            unit = idle_quantiles(self.qs, self._reader(rho), formula,
                                   self.service_quantiles / self.mean, rho, self.slices,
                                   self.slice_delay / (self.mean * m))
         else:

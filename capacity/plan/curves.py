@@ -126,11 +126,7 @@ def _compute_table(discipline: str, service: Service, mean: float, servers: int,
     u = np.array(grid)
     # One call for the grid and the zero-load column (the bare service time, or rr's value at rho = 0).
     rates = np.concatenate([[0.0], u]) * servers / mean
-    both = _forward(discipline, q, rates, service, servers, slices, slice_delay, admission) / mean
-    table, zero = both[:, 1:].copy(), both[:, 0].copy()
-    table.setflags(write=False)
-    zero.setflags(write=False)
-    return table, zero
+    return _frozen(_forward(discipline, q, rates, service, servers, slices, slice_delay, admission) / mean)
 
 
 @functools.lru_cache(maxsize=256)
@@ -138,22 +134,41 @@ def _unit_table(discipline: str, key: tuple, servers: int, slices: int, quantile
                 grid: tuple) -> tuple[np.ndarray, np.ndarray]:
     """Quantiles of the response time for E[S] = 1 (rows: quantiles, columns: grid) and at zero load."""
     if discipline == "rr" and slices > 1:
-        # The rr approximation is a per-point blend of the FCFS and PS quantiles: blend the
-        # cached tables of those two, so a new slice count costs no queue computation.
-        from ..rr import _blend
+        # FIFO round robin: the formula's table times capacity._rr_body's measured correction,
+        # as capacity.rr.response_quantile computes it.
+        from ..rr import _fifo_correction
 
-        f_tab, f_zero = _unit_table("fcfs", key, servers, 1, quantiles, grid)
-        p_tab, p_zero = _unit_table("ps", key, servers, 1, quantiles, grid)
+        f_tab, f_zero = _rr_formula_table(key, servers, slices, quantiles, grid)
         q = np.array(quantiles)[:, None]
         rho = np.concatenate([[0.0], np.array(grid)])[None, :]
-        scv = float(np.asarray(_unit_service(key).scv))
-        both = _blend(q, np.column_stack([f_zero, f_tab]), np.column_stack([p_zero, p_tab]), 1.0, rho, scv,
-                      float(slices))
-        table, zero = both[:, 1:].copy(), both[:, 0].copy()
-        table.setflags(write=False)
-        zero.setflags(write=False)
-        return table, zero
+        both = np.column_stack([f_zero, f_tab]) * _fifo_correction(q, rho, float(slices), _unit_service(key), servers)
+        return _frozen(both)
     return _compute_table(discipline, _unit_service(key), 1.0, servers, slices, quantiles, grid)
+
+
+def _frozen(both: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(table, zero-load column) of a zero-load-first table, read-only (they are cached)."""
+    table, zero = both[:, 1:].copy(), both[:, 0].copy()
+    table.setflags(write=False)
+    zero.setflags(write=False)
+    return table, zero
+
+
+@functools.lru_cache(maxsize=256)
+def _rr_formula_table(key: tuple, servers: int, slices: int, quantiles: tuple,
+                      grid: tuple) -> tuple[np.ndarray, np.ndarray]:
+    """capacity.rr's zero-delay FIFO formula for E[S] = 1, uncorrected: a per-point blend of the
+    cached FCFS and PS tables, so a new slice count costs no queue computation.  The idle table
+    starts from it, as capacity.rr's idle formula does."""
+    from ..rr import _blend
+
+    f_tab, f_zero = _unit_table("fcfs", key, servers, 1, quantiles, grid)
+    p_tab, p_zero = _unit_table("ps", key, servers, 1, quantiles, grid)
+    q = np.array(quantiles)[:, None]
+    rho = np.concatenate([[0.0], np.array(grid)])[None, :]
+    scv = float(np.asarray(_unit_service(key).scv))
+    return _frozen(_blend(q, np.column_stack([f_zero, f_tab]), np.column_stack([p_zero, p_tab]), 1.0, rho, scv,
+                          float(slices)))
 
 
 def _idle_unit_table(key: tuple, servers: int, slices: int, quantiles: tuple, grid: tuple,
@@ -167,16 +182,13 @@ def _idle_unit_table(key: tuple, servers: int, slices: int, quantiles: tuple, gr
     from .. import rr
 
     f_tab, f_zero = _unit_table("fcfs", key, servers, 1, quantiles, grid)
-    r_tab, r_zero = _unit_table("rr", key, servers, slices, quantiles, grid)
+    r_tab, r_zero = _rr_formula_table(key, servers, slices, quantiles, grid)
     q = np.array(quantiles)[:, None]
     rho = np.concatenate([[0.0], np.array(grid)])[None, :]
     # the FCFS zero-load column is the unit service's quantile, the formula's zero-load value
     both = rr._idle_quantile(q, np.column_stack([f_zero, f_tab]), np.column_stack([r_zero, r_tab]), f_zero[:, None],
                              rho, float(slices), float(unit_delay), 1.0)
-    table, zero = both[:, 1:].copy(), both[:, 0].copy()
-    table.setflags(write=False)
-    zero.setflags(write=False)
-    return table, zero
+    return _frozen(both)
 
 
 # ---------------------------------------------------------------------------------------------
