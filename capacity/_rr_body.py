@@ -6,7 +6,8 @@ Why a table
 :mod:`capacity.rr` blends the FCFS and PS quantiles with weights calibrated on the mean and on
 p90-p99.9; below p90 it holds the p90 weights.  With ``admission="fifo"`` the body of the
 distribution then comes out too low: against the exact simulator, 10-30 % at p10-p75 for scv 1
-at 30-70 % CPU and up to 43 % at scv 2, while the tail stays within a few percent.  A histogram
+at 30-70 % CPU and up to 43 % at scv 2, while the tail stays within a few percent for the laws
+the formula was calibrated on (up to 35 % off for lognormal laws and gamma of scv 3).  A histogram
 holds the body too, so a fit of an event-loop day preferred FCFS with a wider CPU law (issue 15,
 point 8).  No closed form is known for equal slices with ``1 < k < inf``, so the body is
 measured: ``tools/build_rr_body_table.py`` simulates the exact model
@@ -22,15 +23,15 @@ The correction
 
 where ``F_q`` is the formula's zero-delay FIFO quantile and ``r`` the interpolation of
 ``log(simulated / F)`` over the grid (multilinear, after a monotone cubic in utilisation onto
-steps of 0.01, so that ``r`` has no kinks along the load): utilisation 0.15/0.3/0.5/0.65/0.8/0.9 (and 0, where the
-response is the service time itself, so ``r`` is the exact ``log(S_q / F_q)``), slices
-2/3/5/8/13/20/50 (and 1, FCFS, where ``r = 0``), quantile levels p1-p99.9, and per law family
-the scv nodes of the table: gamma and lognormal 0 (deterministic), 0.25, 0.5, 1, 2, 4;
-hyperexponential 1 (exponential), 2, 4.  Exponential, Erlang and deterministic laws read
-gamma's table (an Erlang-k is a gamma of scv 1/k).  Outside
-the grid every coordinate is held at its nearest edge (above p99.9, above 50 slices, above
-utilisation 0.9, above scv 4).  Other families (phase-type, empirical, mixtures), several cores
-and ``admission="idle"`` keep the formula unchanged.
+steps of 0.01, so that ``r`` has no kinks along the load): utilisation 0.15/0.3/0.5/0.65/0.8/0.9
+(and 0, where the response is the service time itself, so ``r`` is the exact
+``log(S_q / F_q)``), slices 2/3/5/8/13/20/50 (and 1, FCFS, where ``r = 0``), quantile levels
+p1-p99.9, and per law family the scv nodes of the table: gamma and lognormal 0 (deterministic),
+0.25, 0.5, 1, 2, 4; hyperexponential 1 (exponential), 2, 4.  Exponential, Erlang and
+deterministic laws read gamma's table (an Erlang-k is a gamma of scv 1/k).  Outside the grid
+every coordinate is held at its nearest edge (above p99.9, above 50 slices, above utilisation
+0.9, above scv 4).  Other families (phase-type, empirical, mixtures), several cores and
+``admission="idle"`` keep the formula unchanged.
 
 Error: the simulations' own 99 % half-widths at p5-p80 are 0.5 % (median, utilisation 0.15) to
 2.3 % (0.9), up to 10 % for the heavy-tailed laws; at p99.9 2.6-8.4 % (median), up to 39 %
@@ -57,9 +58,9 @@ __all__: list[str] = []
 
 TABLE = Path(__file__).resolve().parent / "tables" / "rr_fifo_quantiles.csv"
 
-#: Per table family, where its scv nodes' simulations come from: (simulated family, scv, law
-#: used for the formula).  The scv-0 node of gamma and lognormal is the deterministic law; the
-#: scv-1 node of hyperexponential is the exponential law (gamma's scv-1 rows).
+#: Per table family, the rows of its scv nodes: (simulated family, scv).  The scv-0 node of gamma
+#: and lognormal is the deterministic law; the scv-1 node of hyperexponential is the exponential
+#: law (gamma's scv-1 rows).
 _NODES = {
     "gamma": [("deterministic", 0.0)] + [("gamma", s) for s in (0.25, 0.5, 1.0, 2.0, 4.0)],
     "lognormal": [("deterministic", 0.0)] + [("lognormal", s) for s in (0.25, 0.5, 1.0, 2.0, 4.0)],

@@ -210,3 +210,21 @@ def test_the_saved_full_run_is_predicted_as_the_readme_says(tmp_path):
     for row in summary["rows"]:
         if row["histogram"] == "proxy":
             assert row["pred_p99_high_ms"] < 2.0 * row["pred_p99_ms"], row
+
+
+
+def test_the_second_saved_day_is_predicted_as_the_readme_says(tmp_path):
+    """The seed-2 day of 2026-12-05 (validation/runs/2026-12-05b-user-path-seed2: the
+    setImmediate-sliced and CPU + IO handlers, measured after the in-process rule and the
+    measured rr body were made, so neither was fitted to it) fitted again: from either histogram
+    the p99 within 20 % at 3 of 4 points, the mean within 10 % at 3 of 4, the 90 % interval
+    holding the measured p99 at 4 of 4 and the crossing within 5 % for both handlers -- the
+    figures in validation/README.md."""
+    saved = ROOT / "validation" / "runs" / "2026-12-05b-user-path-seed2"
+    shutil.copytree(saved, tmp_path / "run")
+    summary = _user_path().repredict(tmp_path / "run")
+    assert summary["repredicted"] and len(summary["rows"]) == 8
+    for where in ("proxy", "in_process"):
+        met = summary["met"][where]
+        assert met["p99"] >= 3 and met["mean"] >= 3 and met["p99_covered"] >= 4, (where, met)
+        assert met["crossing"] >= 2, (where, met)
