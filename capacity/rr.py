@@ -584,7 +584,7 @@ def _quantile(qb: np.ndarray, inp, k: np.ndarray, d: np.ndarray, shape: tuple,
 
 def _formula(qb: np.ndarray, q_f: np.ndarray, inp, kb: np.ndarray, shape: tuple) -> np.ndarray:
     """The zero-delay FIFO formula's quantile (uncorrected) from the FCFS quantile ``q_f`` at the
-    same points.  Shared with :mod:`capacity._rr_body`, which measures the formula's error."""
+    same points; :func:`_unit_formula` evaluates it on :mod:`capacity._rr_body`'s grid."""
     q_p = np.broadcast_to(np.asarray(ps.response_quantile(qb, inp.arrival_rate, inp.service, inp.servers),
                                      dtype=float), shape)
     es = np.broadcast_to(inp.mean_service, shape)
