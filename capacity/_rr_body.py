@@ -1,5 +1,5 @@
-"""The measured shape of event-loop round robin with FIFO admission: a correction of
-:mod:`capacity.rr`'s formula from a table of exact simulations.
+"""The measured shape of event-loop round robin: a correction of :mod:`capacity.rr`'s formula
+from tables of exact simulations, one per admission rule.
 
 Why a table
 -----------
@@ -30,12 +30,21 @@ p1-p99.9, and per law family the scv nodes of the table: gamma and lognormal 0 (
 0.25, 0.5, 1, 2, 4; hyperexponential 1 (exponential), 2, 4.  Exponential, Erlang and
 deterministic laws read gamma's table (an Erlang-k is a gamma of scv 1/k).  Outside the grid
 every coordinate is held at its nearest edge (above p99.9, above 50 slices, above utilisation
-0.9, above scv 4).  Other families (phase-type, empirical, mixtures), several cores and
-``admission="idle"`` keep the formula unchanged.
+0.9, above scv 4).  Other families (phase-type, empirical, mixtures) and several cores keep the
+formula unchanged.
+
+``admission="idle"`` has a table of its own (``capacity/tables/rr_idle_quantiles.csv``, from
+``tools/build_rr_body_table.py --admission idle``: the same laws and loads, slices 2-20, held at
+20 above), whose ratio is taken to rr's idle formula without slice delay, ``T0``; rr multiplies
+``T0`` by it before it adds the gaps, so the correction is exact on the grid at zero delay and
+carries the same ratio to requests that sleep between slices (measured there in
+:mod:`capacity.rr`'s docstring).
 
 Error: the simulations' own 99 % half-widths at p5-p80 are 0.5 % (median, utilisation 0.15) to
 2.3 % (0.9), up to 10 % for the heavy-tailed laws; at p99.9 2.6-8.4 % (median), up to 39 %
 (lognormal and H2 of scv 4, whose far tail one run of a few million requests pins down poorly).
+The idle table's are alike: 0.4-2.0 % in the body (median), up to 14 %; p99.9 4.8 % (median), up
+to 56 %.
 Measured at off-grid points by ``tools/build_rr_body_table.py --held-out`` (fresh seeds): see
 :mod:`capacity.rr`'s module docstring, section "The measured body".
 
@@ -56,7 +65,9 @@ from scipy.special import logit
 
 __all__: list[str] = []
 
-TABLE = Path(__file__).resolve().parent / "tables" / "rr_fifo_quantiles.csv"
+#: The simulated table of each admission rule.
+TABLES = {"fifo": Path(__file__).resolve().parent / "tables" / "rr_fifo_quantiles.csv",
+          "idle": Path(__file__).resolve().parent / "tables" / "rr_idle_quantiles.csv"}
 
 #: Per table family, the rows of its scv nodes: (simulated family, scv).  The scv-0 node of gamma
 #: and lognormal is the deterministic law; the scv-1 node of hyperexponential is the exponential
@@ -82,8 +93,8 @@ def _law(family: str, scv: float):
 
 
 @functools.cache
-def _read() -> tuple[pd.DataFrame, np.ndarray]:
-    df = pd.read_csv(TABLE, comment="#")
+def _read(admission: str = "fifo") -> tuple[pd.DataFrame, np.ndarray]:
+    df = pd.read_csv(TABLES[admission], comment="#")
     levels = np.array(sorted(float(c[1:]) for c in df.columns if c.startswith("q")))
     return df, levels
 
@@ -95,15 +106,16 @@ _FINE_RHO = np.linspace(0.0, 0.9, 91)
 
 
 @functools.cache
-def _interpolator(table: str, formula: Callable) -> RegularGridInterpolator:
-    """The interpolator of ``log(simulated / formula)`` of one table family, built on first use
-    (a few milliseconds; 3-4 s for hyperexponential, whose PS quantiles are computed directly).
+def _interpolator(table: str, formula: Callable, admission: str = "fifo") -> RegularGridInterpolator:
+    """The interpolator of ``log(simulated / formula)`` of one table family and admission rule,
+    built on first use (a few milliseconds; 3-4 s for hyperexponential, whose PS quantiles are
+    computed directly).
 
-    ``formula(service, lam, levels, slices)`` is :mod:`capacity.rr`'s zero-delay FIFO formula
-    for E[S] = 1 at arrival rates ``lam`` (a column), probabilities ``levels`` and slice counts
-    ``slices``, of shape ``(slices, lam, levels)``; rr passes it in (this module does not import
-    rr, which imports it)."""
-    df, levels = _read()
+    ``formula(service, lam, levels, slices)`` is :mod:`capacity.rr`'s zero-delay formula of that
+    admission rule for E[S] = 1 at arrival rates ``lam`` (a column), probabilities ``levels`` and
+    slice counts ``slices``, of shape ``(slices, lam, levels)``; rr passes it in (this module does
+    not import rr, which imports it)."""
+    df, levels = _read(admission)
     ks = np.sort(df["slices"].unique()).astype(float)
     rhos = np.sort(df["rho"].unique())
     qcols = [f"q{q:g}" for q in levels]
@@ -122,14 +134,14 @@ def _interpolator(table: str, formula: Callable) -> RegularGridInterpolator:
         ratio = PchipInterpolator(lam, ratio, axis=1)(_FINE_RHO)
         # slices = 1 is FCFS, which the formula is exactly
         logs.append(np.concatenate([np.zeros((1,) + ratio.shape[1:]), ratio], axis=0))
-    u = 1.0 / np.concatenate([[1.0], ks])  # 1/k from 1 (FCFS) down to 1/50, reversed to ascend
+    u = 1.0 / np.concatenate([[1.0], ks])  # 1/k from 1 (FCFS) down to the last node, reversed to ascend
     axes = (np.array([s for _, s in nodes]), u[::-1], _FINE_RHO, logit(levels))
     return RegularGridInterpolator(axes, np.stack(logs)[:, ::-1], method="linear")
 
 
-def fifo_correction(q, rho, slices, service, servers, formula: Callable) -> np.ndarray:
-    """The factor ``exp(r)`` that takes :mod:`capacity.rr`'s FIFO formula quantile to the
-    simulated one (module docstring); 1 where the table does not apply.
+def correction(q, rho, slices, service, servers, formula: Callable, admission: str = "fifo") -> np.ndarray:
+    """The factor ``exp(r)`` that takes :mod:`capacity.rr`'s zero-delay formula quantile of the
+    ``admission`` rule to the simulated one (module docstring); 1 where the table does not apply.
 
     Parameters
     ----------
@@ -141,6 +153,8 @@ def fifo_correction(q, rho, slices, service, servers, formula: Callable) -> np.n
         Cores; only one core is corrected.
     formula : callable
         rr's formula for the table (see :func:`_interpolator`).
+    admission : {"fifo", "idle"}
+        The admission rule, whose table is read.
 
     Returns
     -------
@@ -153,7 +167,7 @@ def fifo_correction(q, rho, slices, service, servers, formula: Callable) -> np.n
     ones = np.ones(shape)
     if table is None:
         return ones
-    interp = _interpolator(table, formula)
+    interp = _interpolator(table, formula, admission)
     scv_axis, u_axis, rho_axis, z_axis = interp.grid
     if service.family == "exponential":
         scv = np.ones(shape)

@@ -130,9 +130,9 @@ half-widths reach 2-9 % (and at p99.9 of a lognormal of scv 2, whose
 simulated half-width there is 34 %).  In utilisation the ratio is a
 monotone cubic through the nodes (no kinks, so curves against the load
 stay smooth).  The mean keeps its own formula above (within
-4 %).  Not corrected: several cores, ``admission="idle"`` (its constants
-below were fitted with the uncorrected FIFO value) and laws of other
-families (phase-type, empirical), which keep the formula.
+4 %).  Not corrected: several cores and laws of other families
+(phase-type, empirical), which keep the formula.  ``admission="idle"``
+has a table of its own (below).
 
 The slice delay
 ---------------
@@ -226,7 +226,35 @@ change with the refitted FIFO constants::
 
 The simulations' own 99 % half-widths reach 4.7 % for the mean and 11-12 %
 for p99 and p99.9.  The median is not modelled (p90 parameters are used
-below p90).  Outside the grid the formula keeps its limits (exact at zero
+below p90): at zero delay the formula's p10-p50 are 13-27 % low for scv
+1-2 at 30-60 % CPU.
+
+So, as for FIFO, the body is measured: ``tools/build_rr_body_table.py
+--admission idle --simulate`` (468 exact simulations, one core, no slice
+delay, the FIFO table's laws and loads, slices 2-20; 26 min with 2
+processes) ships ``capacity/tables/rr_idle_quantiles.csv``, and the
+quantiles use ``T0`` times the measured ratio ``simulated / T0`` of
+:mod:`capacity._rr_body` (interpolated as for FIFO, held at 20 slices
+above) before the gaps are added; the mean keeps the formula.  Measured
+(model / simulation - 1, largest in size, rms in brackets):
+
+* at 12 off-grid points with fresh seeds (``--admission idle
+  --held-out``): p1-p80 within 4.5 % (1.0; the formula 48.6 %, 16.9),
+  p90-p99.9 within 12.8 % (2.0; the formula 36.4 %, 8.2), the largest at
+  p99.9 of a lognormal law of scv 3 with 30 slices (beyond the table's
+  20), whose simulated half-width is 19 %;
+* on the idle grid above (``--idle-grid``; 150,000-3.75e6 requests per
+  point, with delays, where the ratio measured at zero delay is carried
+  over): without gaps p50 2.6 % (0.8; the formula 34.0 %, 15.6), p90 3.5
+  (1.2; 8.2), p99 6.1 (2.4; 7.7), p99.9 11.7 (4.6; 10.6); with gaps of
+  0.25-5 slices p50 29.7 % (12.2; 36.8, 20.2: the body with gaps is not
+  modelled well either way), p90 10.5 (3.7; 10.0, 3.5), p99 9.6 (2.7; 8.3,
+  2.9), p99.9 15.0 (4.6; 11.7, 4.5).
+
+A fit of an idle day's histograms needs the body: with the formula, 4 of
+the 5 idle days of ``tools/fit_discipline_recovery.py`` were fitted as
+FIFO round robin, their CPU per request 3-7 % low; with the table all 5
+are fitted as idle, within 0.6 %.  Outside the grid the formula keeps its limits (exact at zero
 load and for ``slices=1``) and stays increasing in load (checked for k up
 to 10 and x up to 20); for gaps much longer than the slices (x >> 5, long
 I/O waits) prefer the simulator.  Several cores: the same formula with the
@@ -296,16 +324,19 @@ _IDLE_Q = np.array([[0.5755, 0.0006, 0.2269, 1.1929, 0.1871, -0.6251],
 
 
 def _idle(t_f: np.ndarray, t_r0: np.ndarray, base: np.ndarray, rho: np.ndarray, k: np.ndarray,
-          d: np.ndarray, es: np.ndarray, params) -> np.ndarray:
+          d: np.ndarray, es: np.ndarray, params, scale: Any = 1.0) -> np.ndarray:
     """The admission="idle" value of a statistic from its FCFS and zero-delay round-robin
-    values and its zero-load value ``base`` (see the module docstring)."""
+    values and its zero-load value ``base`` (see the module docstring); ``scale`` multiplies the
+    value without gaps ``T0`` (the measured correction of :func:`_idle_quantile`)."""
     a1, a2, a3, c1, c2, c3 = params
     gaps = (k - 1.0) * d
     with np.errstate(invalid="ignore", divide="ignore"):
         x = np.where(es > 0, k * d / es, 0.0)  # the gap over the mean slice
         h = x / (1.0 + x)
         w = a1 + a2 * rho + a3 * h
-        no_gaps = t_f + w * (t_r0 - t_f)
+        # Never below the zero-load value: a correction interpolated between its nodes must not
+        # take a response under the service time itself.
+        no_gaps = np.maximum((t_f + w * (t_r0 - t_f)) * scale, base)
         # The queueing a request would see without gaps, and how much of it its own gaps hide
         # (at most the smaller of the two: G W / (G + W) is a smooth minimum).
         wait = np.maximum(no_gaps - base, 0.0)
@@ -315,10 +346,13 @@ def _idle(t_f: np.ndarray, t_r0: np.ndarray, base: np.ndarray, rho: np.ndarray, 
 
 
 def _idle_quantile(qb: np.ndarray, t_f: np.ndarray, t_r0: np.ndarray, base: np.ndarray, rho: np.ndarray,
-                   k: np.ndarray, d: np.ndarray, es: np.ndarray) -> np.ndarray:
-    """:func:`_idle` at probability ``qb`` with its interpolated parameters.  Shared with
-    :mod:`capacity.plan.curves`, which applies it to its cached FCFS and zero-delay tables."""
-    return _idle(t_f, t_r0, base, rho, k, d, es, _q_params(qb, _IDLE_Q))
+                   k: np.ndarray, d: np.ndarray, es: np.ndarray, service: Service, servers: Any) -> np.ndarray:
+    """:func:`_idle` at probability ``qb`` with its interpolated parameters, its value without
+    gaps corrected by the measured table of :mod:`capacity._rr_body` (exact at zero delay on the
+    table's grid).  ``t_r0`` is the uncorrected FIFO formula, the anchor the idle constants were
+    fitted with.  Shared with :mod:`capacity.plan.curves` and the warm-up planner, which apply it
+    to their cached FCFS and zero-delay tables."""
+    return _idle(t_f, t_r0, base, rho, k, d, es, _q_params(qb, _IDLE_Q), _idle_correction(qb, rho, k, service, servers))
 
 
 def _queue_shape(inp) -> dict:
@@ -572,12 +606,12 @@ def _quantile(qb: np.ndarray, inp, k: np.ndarray, d: np.ndarray, shape: tuple,
     db = np.broadcast_to(d, shape)
     if admission == "fifo":
         # The formula's body is measured wrong (10-40 % low below p90); the simulated table of
-        # capacity._rr_body corrects it on one core.  idle keeps the uncorrected t_r0, the
-        # anchor its constants were fitted with.
+        # capacity._rr_body corrects it on one core.  idle starts from the uncorrected t_r0, the
+        # anchor its constants were fitted with, and is corrected by a table of its own.
         out = t_r0 * _fifo_correction(qb, rho, kb, svc, c) + (kb - 1.0) * db
     else:
         base = np.broadcast_to(np.asarray(svc.ppf(qb), dtype=float), shape)  # the zero-load quantile
-        out = _idle_quantile(qb, q_f, t_r0, base, rho, kb, db, es)
+        out = _idle_quantile(qb, q_f, t_r0, base, rho, kb, db, es, svc, c)
     out = np.where(kb == 1, q_f, out)
     return np.where(stable, out, np.inf)
 
@@ -604,11 +638,28 @@ def _unit_formula(svc: Service, lam: np.ndarray, levels: np.ndarray, ks: np.ndar
     return _formula(qb, q_f, inp, np.broadcast_to(ks[:, None, None], shape), shape)
 
 
+def _unit_idle_formula(svc: Service, lam: np.ndarray, levels: np.ndarray, ks: np.ndarray) -> np.ndarray:
+    """The idle formula without slice delay and without its correction, as :func:`_unit_formula`
+    (shape ``(ks, lam, levels)``): the table of :mod:`capacity._rr_body` is its ratio to the
+    simulation."""
+    t_r0 = _unit_formula(svc, lam, levels, ks)
+    qb = np.broadcast_to(levels, t_r0.shape[1:])
+    q_f = np.asarray(_fcfs_quantile(qb, lam, svc, 1), dtype=float)
+    base = np.asarray(svc.ppf(levels), dtype=float)
+    return _idle(q_f, t_r0, base, lam, ks[:, None, None], 0.0, 1.0, _q_params(qb, _IDLE_Q))
+
+
 def _fifo_correction(q, rho, slices, service: Service, servers) -> np.ndarray:
     """The measured correction of the FIFO formula's quantiles (:mod:`capacity._rr_body`): a
     factor of the broadcast shape of the inputs, 1 where the table does not apply.  Shared with
     :mod:`capacity.plan.curves` and ``tools/build_rr_body_table.py``."""
-    return _rr_body.fifo_correction(q, rho, slices, service, servers, _unit_formula)
+    return _rr_body.correction(q, rho, slices, service, servers, _unit_formula)
+
+
+def _idle_correction(q, rho, slices, service: Service, servers) -> np.ndarray:
+    """The measured correction of the idle formula's value without gaps, as
+    :func:`_fifo_correction` (``tools/build_rr_body_table.py --admission idle``)."""
+    return _rr_body.correction(q, rho, slices, service, servers, _unit_idle_formula, "idle")
 
 
 def _fcfs_quantile(q, lam, svc, servers) -> np.ndarray:
@@ -651,9 +702,11 @@ def response_quantile(q: ArrayLike, arrival_rate: ArrayLike, service: Service | 
     per quantile level, times the measured correction of the body on one
     core (module docstring, "The measured body"), plus ``(k - 1) d``.
     Measured on one core at off-grid points: within 8.9 % at p1-p80 and
-    7.2 % at p90-p99.9 (rms 1.9 and 1.8 %).  Several cores and idle
-    admission keep the formula: p99 within 6.5 %, p90 7.1 %, p99.9 18 %
-    on the calibration grid, below p90 unreliable.
+    7.2 % at p90-p99.9 (rms 1.9 and 1.8 %); with ``admission="idle"``
+    within 4.5 % and 12.8 % (rms 1.0 and 2.0 %; with slice delays, see
+    the module docstring).  Several cores keep the formula: p99 within
+    6.5 %, p90 7.1 %, p99.9 18 % on the calibration grid, below p90
+    unreliable.
     With ``servers > 1`` the PS part is :mod:`capacity.ps`'s several-core
     computation (exact for exponential service, an approximation with its
     measured error for other laws).

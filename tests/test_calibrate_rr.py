@@ -7,8 +7,6 @@
 """
 from __future__ import annotations
 
-import importlib.util
-import sys
 import time
 from pathlib import Path
 
@@ -17,16 +15,14 @@ import pytest
 
 from capacity import rr
 from capacity.rr import _fifo_correction as fifo_correction
+from capacity.rr import _idle_correction as idle_correction
+from _scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _load_tool():
-    spec = importlib.util.spec_from_file_location("calibrate_rr", ROOT / "tools" / "calibrate_rr.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("calibrate_rr", mod)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("tools/calibrate_rr.py")
 
 
 tool = _load_tool()
@@ -96,7 +92,8 @@ def test_same_to_3_digits():
 
 def test_tool_model_is_the_package(grid):
     """The fit's model at the package constants is what capacity.rr returns at every grid point
-    (FIFO quantiles: before capacity._rr_body's measured correction, which multiplies them)."""
+    (quantiles: before capacity._rr_body's measured corrections, which multiply the FIFO value
+    and the idle value without gaps)."""
     for fifo in (True, False):
         rows = np.flatnonzero((grid["grid"] == ("fifo" if fifo else "idle")).to_numpy())[::7]
         for i in rows:
@@ -107,7 +104,9 @@ def test_tool_model_is_the_package(grid):
             consts = tool.package_constants()
             for j, stat in enumerate(tool.FITTED):
                 idle = None if fifo else tuple(consts["idle"][j])
-                got = tool.model(ref, stat, tuple(consts["fifo"][j]), idle)[0]
+                scale = 1.0 if fifo or stat == "mean" else \
+                    idle_correction(tool.QUANTILES[stat], r["rho"], int(r["slices"]), svc, 1)
+                got = tool.model(ref, stat, tuple(consts["fifo"][j]), idle, scale)[0]
                 if fifo and stat != "mean":
                     got *= fifo_correction(tool.QUANTILES[stat], r["rho"], int(r["slices"]), svc, 1)
                 want = rr.mean_response(r["rho"], svc, **kw) if stat == "mean" else \

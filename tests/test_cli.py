@@ -15,7 +15,6 @@ import contextlib
 import io
 import json
 import math
-import os
 import shlex
 import subprocess
 import sys

@@ -384,8 +384,11 @@ def test_round_robin_asked_for_without_a_slice_count_profiles_it(event_loop_day)
 def test_round_robin_that_wins_through_one_window_is_set_aside():
     """Hand-worked: rr (3 free parameters) against the best PS/FCFS fit (2), dispersion c = 4, so
     rr must gain more than 2 c = 8 in deviance.  Gains per window 1, 1, 1, 40: 43 in all, 3 without
-    window 3 -> set aside, naming window 3.  Gains 5, 5, 5, 40: 15 without window 3 -> kept.  A
-    loss everywhere (-1 per window) -> set aside too (no gain at all)."""
+    window 3 -> set aside, naming window 3 (Vuong's z across windows (43 - 8) / (2 x 19.5) = 0.897).
+    Gains 5, 5, 5, 40: 15 without window 3 and z = (55 - 8) / (2 x 17.5) = 1.343 > 1.28 -> kept.
+    Gains 20, 20, -30, 25: 10 without window 3, but z = (35 - 8) / (2 x 25.94) = 0.520 (two windows
+    gain, one loses as much) -> set aside.  A loss everywhere (-1 per window) -> set aside too (no
+    gain at all)."""
     import types
 
     import pandas as pd
@@ -397,9 +400,12 @@ def test_round_robin_that_wins_through_one_window_is_set_aside():
 
     top = fake([10.0, 10.0, 10.0, 50.0], 2)
     why = rests_on_one_window(fake([9.0, 9.0, 9.0, 10.0], 3), top, 4.0)
+    assert why.pop("window_z") == pytest.approx(35.0 / 39.0, rel=1e-12)
     assert why == {"window": 3, "deviance_gain": 43.0, "gain_in_window": 40.0, "gain_without_it": 3.0,
                    "gain_needed": 8.0}
     assert rests_on_one_window(fake([5.0, 5.0, 5.0, 10.0], 3), top, 4.0) is None
+    why = rests_on_one_window(fake([-10.0, -10.0, 40.0, 25.0], 3), top, 4.0)
+    assert why["gain_without_it"] == 10.0 and why["window_z"] == pytest.approx(0.5204, abs=1e-4)
     assert rests_on_one_window(fake([11.0, 11.0, 11.0, 51.0], 3), top, 4.0)["deviance_gain"] == -4.0
 
 

@@ -33,6 +33,7 @@ from capacity.sim import simulate  # noqa: E402
 
 import _concurrent_setups  # noqa: E402
 from _cli import run_cli  # noqa: E402
+from _scripts import load_script  # noqa: E402
 
 T0 = pd.Timestamp("2024-03-01", tz="UTC")
 SLO = {0.99: 0.2}
@@ -234,14 +235,7 @@ PROM_TRUTH = {"checkout": (Service.lognormal(0.002, 1.0), "ps", (100.0, 200.0, 3
 
 
 def _harness():
-    import importlib.util
-    import pathlib
-
-    path = pathlib.Path(__file__).resolve().parents[1] / "tools" / "prometheus_harness.py"
-    spec = importlib.util.spec_from_file_location("prometheus_harness", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("tools/prometheus_harness.py")
 
 
 def _feed(rows_by_job: dict, meters: dict, tick: float = 0.01) -> float:

@@ -9,7 +9,6 @@ except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 from pathlib import Path
 
-import pytest
 
 import capacity
 

@@ -13,7 +13,6 @@ query_range answers.
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import json
 import math
 import pathlib
@@ -28,6 +27,7 @@ from capacity.exceptions import FitWarning, SourceError
 from capacity.fit import from_prometheus, from_prometheus_json
 
 import _concurrent_setups  # noqa: E402 -- tests/ helper
+from _scripts import load_script  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 LE = [0.0005, 0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064, 0.128]
@@ -42,10 +42,7 @@ LEAD = 5.0
 
 
 def _harness():
-    spec = importlib.util.spec_from_file_location("prometheus_harness", ROOT / "tools" / "prometheus_harness.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("tools/prometheus_harness.py")
 
 
 harness = _harness()

@@ -13,7 +13,6 @@ Skips with the reason where Node.js, the server's npm packages or Prometheus are
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import json
 import pathlib
 import shutil
@@ -26,6 +25,7 @@ import pytest
 from capacity.fit import from_prometheus
 
 import _concurrent_setups  # noqa: E402 -- tests/ helper
+from _scripts import load_script  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SERVER = ROOT / "validation" / "server"
@@ -35,10 +35,7 @@ LEAD = 4.0                                  # seconds of load before the first a
 
 
 def _harness():
-    spec = importlib.util.spec_from_file_location("prometheus_harness", ROOT / "tools" / "prometheus_harness.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("tools/prometheus_harness.py")
 
 
 @contextlib.contextmanager

@@ -6,7 +6,6 @@ where Node.js, the server's npm packages or Prometheus are absent.
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import pathlib
@@ -17,16 +16,13 @@ import urllib.request
 
 import numpy as np
 import pytest
+from _scripts import load_script
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 def _user_path():
-    spec = importlib.util.spec_from_file_location("user_path", ROOT / "validation" / "user_path.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("user_path", mod)        # dataclasses look their module up by name
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("validation/user_path.py")
 
 
 def test_the_compressed_day_spans_its_range_with_bursts():

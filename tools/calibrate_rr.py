@@ -229,16 +229,17 @@ def references(df: pd.DataFrame) -> dict[str, np.ndarray]:
     return ref
 
 
-def model(ref: dict, stat: str, fifo_params, idle_params=None) -> np.ndarray:
+def model(ref: dict, stat: str, fifo_params, idle_params=None, idle_scale=1.0) -> np.ndarray:
     """capacity.rr's value of ``stat`` at every row with the given constants (``idle_params``
-    None: admission="fifo"), computed by rr's own formula functions."""
+    None: admission="fifo"), computed by rr's own formula functions, before the measured
+    corrections of :mod:`capacity._rr_body` (``idle_scale``: the idle one, to compare with rr)."""
     es = np.ones_like(ref["rho"])
     t_f, t_p = ref[f"fcfs_{stat}"], ref[f"ps_{stat}"]
     t_r0 = rr._fifo(t_f, t_p, es, ref["rho"], ref["scv"], ref["slices"], fifo_params)
     if idle_params is None:
         return t_r0 + (ref["slices"] - 1.0) * ref["slice_delay"]
     return rr._idle(t_f, t_r0, ref[f"base_{stat}"], ref["rho"], ref["slices"], ref["slice_delay"], es,
-                    idle_params)
+                    idle_params, idle_scale)
 
 
 def package_constants() -> dict[str, np.ndarray]:

@@ -454,13 +454,14 @@ def from_histograms(
         import pandas as pd
 
         # Said, not hidden: the chosen model was not the best fit of every candidate tried.
-        best._add_table("round robin set aside (no gain over the best PS/FCFS fit beyond one window)",
-                        pd.DataFrame(set_aside))
+        best._add_table("round robin set aside (no gain over the best PS/FCFS fit beyond one window, "
+                        "or not consistent across windows)", pd.DataFrame(set_aside))
         best.method += "; " + "; ".join(
             f"{r['discipline']} with {r['slices']} slices set aside: deviance gain "
             f"{r['deviance_gain']:.1f} over the best PS/FCFS fit, {r['gain_in_window']:.1f} in window "
             f"{r['window']} alone (without that window {r['gain_without_it']:.1f}, "
-            f"{r['gain_needed']:.1f} needed)" for r in set_aside)
+            f"{r['gain_needed']:.1f} needed; across windows z = {r['window_z']:.2f}, 1.28 needed)"
+            for r in set_aside)
     best._profile_bound_intervals()
     best._emit_warnings(stacklevel=3)
     return best

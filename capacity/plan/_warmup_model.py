@@ -208,7 +208,7 @@ class _Ceilings:
                                                                 self.service, self.servers)
             unit = idle_quantiles(self.qs, self._reader(rho), formula,
                                   self.service_quantiles / self.mean, rho, self.slices,
-                                  self.slice_delay / (self.mean * m))
+                                  self.slice_delay / (self.mean * m), self.service, self.servers)
         else:
             unit = self._reader(rho)
         return unit * (self.mean * m)[..., None] + self.offset

@@ -22,20 +22,23 @@ from ..distributions import Service
 
 
 def idle_quantiles(qs: np.ndarray, fcfs_unit: np.ndarray, rr_unit: np.ndarray, base_unit: np.ndarray,
-                   rho: np.ndarray, slices: int, unit_delay: np.ndarray) -> np.ndarray:
+                   rho: np.ndarray, slices: int, unit_delay: np.ndarray, service: Service,
+                   servers: int) -> np.ndarray:
     """rr ``admission="idle"`` quantiles for a mean-1 service, shape ``rho.shape + (len(qs),)``.
 
     :func:`capacity.rr.response_quantile`'s idle formula (its module docstring: an interpolation
     ``T0`` between FCFS and zero-delay FIFO round robin, plus the ``(k - 1) d`` of gaps less their
     overlap with the wait), applied elementwise to the FCFS and zero-delay rr unit quantiles
     ``fcfs_unit``, ``rr_unit`` at the loads ``rho``, with the slice delay over the mean service
-    ``unit_delay`` (``d / (m E[S])``, one per load).  Infinite at ``rho >= 1``."""
+    ``unit_delay`` (``d / (m E[S])``, one per load), with rr's measured correction of its value
+    without gaps for the CPU law ``service`` on ``servers`` cores.  Infinite at ``rho >= 1``."""
     from ..rr import _idle_quantile
 
     rho = np.asarray(rho, dtype=float)
     d = np.broadcast_to(np.asarray(unit_delay, dtype=float), rho.shape)[..., None]
     with np.errstate(invalid="ignore"):
-        out = _idle_quantile(qs, fcfs_unit, rr_unit, base_unit, rho[..., None], float(slices), d, 1.0)
+        out = _idle_quantile(qs, fcfs_unit, rr_unit, base_unit, rho[..., None], float(slices), d, 1.0, service,
+                             servers)
     return np.where((rho < 1.0)[..., None], out, np.inf)
 
 

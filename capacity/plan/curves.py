@@ -187,7 +187,7 @@ def _idle_unit_table(key: tuple, servers: int, slices: int, quantiles: tuple, gr
     rho = np.concatenate([[0.0], np.array(grid)])[None, :]
     # the FCFS zero-load column is the unit service's quantile, the formula's zero-load value
     both = rr._idle_quantile(q, np.column_stack([f_zero, f_tab]), np.column_stack([r_zero, r_tab]), f_zero[:, None],
-                             rho, float(slices), float(unit_delay), 1.0)
+                             rho, float(slices), float(unit_delay), 1.0, _unit_service(key), servers)
     return _frozen(both)
 
 
