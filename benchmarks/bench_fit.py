@@ -130,9 +130,10 @@ def main() -> None:
 
 def rr_body() -> None:
     """What the measured rr body (capacity._rr_body) costs: rr.response_quantile on a fit's batch
-    (250 windows x 16 levels, lognormal CPU, 5 slices) and a whole rr fit with its slices and
-    family chosen, each with the correction and with it replaced by 1 (the formula alone) in the
-    same process; the tables are built before timing (a one-off ~0.1 s, 3.6 s for H2)."""
+    (250 windows x 16 levels, lognormal CPU, 5 slices; FIFO and idle admission) and a whole rr
+    fit with its slices and family chosen, each with the corrections and with them replaced by 1
+    (the formula alone) in the same process; the tables are built before timing (a one-off
+    ~0.1 s per family and admission rule, 3.6 s for H2)."""
     from unittest import mock
 
     from capacity import rr
@@ -143,14 +144,18 @@ def rr_body() -> None:
     days = [{"percentiles": dict(zip(Q.tolist(), rr.response_quantile(Q, r, Service.lognormal(MEAN, 1.5), slices=5))),
              "arrival_rate": r} for r in (4.0, 9.0, 13.0)]
     rr.response_quantile(q, lam, svc, slices=5)
+    rr.response_quantile(q, lam, svc, slices=5, admission="idle")
     print("\nrr with its measured body (capacity._rr_body) against the formula alone")
     for name, func in (("forward, 4000 points", lambda: rr.response_quantile(q, lam, svc, slices=5)),
+                       ("forward, 4000 points, idle admission",
+                        lambda: rr.response_quantile(q, lam, svc, slices=5, admission="idle")),
                        ("from_percentiles, slices and family chosen",
                         lambda: from_percentiles(days, discipline="rr"))):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             now, _ = best_ms(func, 3)
-            with mock.patch.object(rr, "_fifo_correction", lambda qb, *a: np.ones(np.shape(qb))):
+            with mock.patch.object(rr, "_fifo_correction", lambda qb, *a: np.ones(np.shape(qb))), \
+                    mock.patch.object(rr, "_idle_correction", lambda qb, *a: np.ones(np.shape(qb))):
                 before, _ = best_ms(func, 3)
         print(f"  {name:44s} {now:9.1f} ms, formula alone {before:9.1f} ms, ratio {now / before:5.2f}x")
 
