@@ -254,8 +254,10 @@ above) before the gaps are added; the mean keeps the formula.  Measured
 A fit of an idle day's histograms needs the body: with the formula, 4 of
 the 5 idle days of ``tools/fit_discipline_recovery.py`` were fitted as
 FIFO round robin, their CPU per request 3-7 % low; with the table all 5
-are fitted as idle, within 0.6 %.  Outside the grid the formula keeps its limits (exact at zero
-load and for ``slices=1``) and stays increasing in load (checked for k up
+are fitted as idle, within 0.6 % (``tests/test_fit_discipline_recovery.py``).
+
+Outside the calibration grid the idle formula keeps its limits (exact at zero
+load without a slice delay, within 0.3 % with one, and for ``slices=1``) and stays increasing in load (checked for k up
 to 10 and x up to 20); for gaps much longer than the slices (x >> 5, long
 I/O waits) prefer the simulator.  Several cores: the same formula with the
 M/G/c values (not calibrated for c > 1).
