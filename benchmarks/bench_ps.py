@@ -99,9 +99,31 @@ def many_cores() -> None:
             print(f"  {name:16s} c={c}  {fast:8.0f} ms   former {slow:8.0f} ms   ratio {slow / fast:5.1f}")
 
 
+def many_levels() -> None:
+    """Many levels of one queue (a latency curve): one grid of P(T > t) against a Newton solve per
+    level (the grid switched off) in the same process."""
+    from capacity import ps as ps_module
+
+    levels = np.linspace(0.005, 0.995, 200)
+    print("PS, 200 levels at one load (a latency curve): grid (best of 3) vs a solve per level (once)")
+    for name, svc, rho in (("hyperexp scv 3", Service.hyperexponential(1.0, 3.0), 0.5),
+                           ("hyperexp scv 8", Service.hyperexponential(1.0, 8.0), 0.9),
+                           ("gamma scv 20", Service.gamma(1.0, 20.0), 0.5)):
+        fast = best_ms(lambda: ps.response_quantile(levels, rho, svc), repeat=3)
+        saved, ps_module._GRID_FROM_LEVELS = ps_module._GRID_FROM_LEVELS, 10**9
+        try:
+            slow = best_ms(lambda: ps.response_quantile(levels, rho, svc), repeat=1)
+        finally:
+            ps_module._GRID_FROM_LEVELS = saved
+        print(f"  {name:16s} rho {rho}  {fast:8.0f} ms   per level {slow:8.0f} ms   ratio {slow / fast:5.1f}")
+
+
 def main() -> None:
     if "--many-cores" in sys.argv:
         many_cores()
+        return
+    if "--many-levels" in sys.argv:
+        many_levels()
         return
     first_call()
     ps.response_quantile(Q, 0.5, Service.lognormal(1.0, 1.0))  # load the table once
