@@ -110,11 +110,11 @@ def many_levels() -> None:
                            ("hyperexp scv 8", Service.hyperexponential(1.0, 8.0), 0.9),
                            ("gamma scv 20", Service.gamma(1.0, 20.0), 0.5)):
         fast = best_ms(lambda: ps.response_quantile(levels, rho, svc), repeat=3)
-        saved, ps_module._GRID_FROM_LEVELS = ps_module._GRID_FROM_LEVELS, 10**9
+        saved, ps_module._ps_inversion.GRID_FROM_LEVELS = ps_module._ps_inversion.GRID_FROM_LEVELS, 10**9
         try:
             slow = best_ms(lambda: ps.response_quantile(levels, rho, svc), repeat=1)
         finally:
-            ps_module._GRID_FROM_LEVELS = saved
+            ps_module._ps_inversion.GRID_FROM_LEVELS = saved
         print(f"  {name:16s} rho {rho}  {fast:8.0f} ms   per level {slow:8.0f} ms   ratio {slow / fast:5.1f}")
 
 

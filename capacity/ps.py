@@ -40,6 +40,9 @@ from ._common import prepare
 from ._ps_chain import _mmc_cond_mean_modes, _mmc_sf_pdf, _mmc_sf_pdf_sweep  # noqa: F401
 from . import _ps_deterministic_table as _det_table, _ps_many_cores
 from ._ps_many_cores import _EXACT_PH, _det_sf_pdf, _mgc_sf_pdf, _NoShareSwap, _tagged_sizes
+from ._ps_inversion import one_queue as _one_queue
+from ._ps_inversion import service_rows as _service_rows, solve_quantile as _solve_quantile
+from . import _ps_inversion
 from ._ps_near_constant import NearConstant, near_constant
 from ._ps_transform import _pad_ph, _ph_size_horizon, _ps1_sf_flat
 from .distributions import Service
@@ -60,12 +63,6 @@ _CHAIN_MAX_STATES_ONE_CORE = 5_000
 _CHAIN_MAX_STATES = 50_000
 # With PH service each state costs one tridiagonal row per phase (up to 24 phases).
 _CHAIN_MAX_STATES_PH = 10_000
-
-
-def _service_rows(svc: Service, shape: tuple, rows: np.ndarray) -> Service:
-    """The service law of the selected flat points of a broadcast batch (parameter families)."""
-    params = {k: np.broadcast_to(np.asarray(v), shape).ravel()[rows] for k, v in svc._params.items()}
-    return getattr(Service, svc.family)(*params.values())
 
 
 class _SfEvaluator:
@@ -185,72 +182,6 @@ class _SfEvaluator:
 
     def __call__(self, t: np.ndarray) -> np.ndarray:
         return self.both(t)[0].reshape(self.shape)
-
-
-def _solve_quantile(ev: _SfEvaluator, target: np.ndarray, guess: np.ndarray,
-                    iterations: int = 60, floor: np.ndarray | None = None, kinked: bool = False,
-                    tol: float = 1e-8, quadratic_tol: float | np.ndarray = 0.0) -> np.ndarray:
-    """t with -log P(T > t) = target on flat arrays (NaN target: skipped).
-
-    Safeguarded Newton on u = log t for F(u) = -log P(T > e^u), whose slope
-    F'(u) = t f(t) / P(T > t) comes from the same transform evaluations (the
-    density is the inverse of the LST itself).  A bracket [lo, hi] is kept; a
-    step leaving it, or a non-positive slope, falls back to bisection (or to
-    widening by e^2 while one side is still open).  ``kinked`` (deterministic CPU, whose T has
-    a density with jumps): once the bracket is closed, a Newton step that did not halve |F| is
-    replaced by the false-position point of the bracket (kept 1 % inside it): at a kink Newton
-    alone oscillates around the root with a slowly shrinking amplitude (60 iterations left one
-    point of ``plan.response_curve`` 1e-6 off).  Only there: for a near-constant gamma law the
-    false-position step found another root of a ringing inversion (p0.4 at utilisation 0.53
-    below the one at 0.41).  ``floor``: a known ``t`` with F < 0 (the root lies above it), or None.
-    Stops when a step is below ``tol`` in log t, or (where ``quadratic_tol`` > 0) when a Newton step
-    is below it and below 10 x the square of the previous step: Newton is then in its quadratic
-    regime and the error after the step is ~ its square (``quadratic_tol`` 1e-3: ~1e-6), which
-    saves the last evaluation, whose only use would be to see a step below ``tol``.
-    """
-    todo = np.isfinite(target)
-    u = np.log(np.where(todo, guess, 1.0))
-    lo = np.full(u.shape, -np.inf)
-    if floor is not None:
-        lo = np.where(todo, np.log(floor), lo)
-    hi = np.full(u.shape, np.inf)
-    f_lo = np.full(u.shape, -np.inf)
-    f_hi = np.full(u.shape, np.inf)
-    f_prev = np.full(u.shape, np.inf)
-    step_prev = np.full(u.shape, np.inf)
-    for _ in range(iterations):
-        if not todo.any():
-            break
-        sf, pdf = ev.both(np.exp(u), todo)
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            f = -np.log(np.maximum(sf, 1e-300)) - target
-            slope = np.exp(u) * pdf / np.maximum(sf, 1e-300)
-            step = f / slope
-        below, above = todo & (f < 0), todo & (f > 0)
-        lo, f_lo = np.where(below, u, lo), np.where(below, f, f_lo)
-        hi, f_hi = np.where(above, u, hi), np.where(above, f, f_hi)
-        new = u - np.clip(np.where(np.isfinite(step), step, 0.0), -2.0, 2.0)
-        closed = np.isfinite(lo) & np.isfinite(hi)
-        stalled = kinked & closed & (np.abs(f) > 0.5 * np.abs(f_prev))
-        inside = np.isfinite(step) & (slope > 0) & (new > lo) & (new < hi) & ~stalled
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            secant = np.where(np.isfinite(f_lo) & np.isfinite(f_hi), hi - f_hi * (hi - lo) / (f_hi - f_lo), np.nan)
-        with np.errstate(invalid="ignore"):   # open brackets: inf - inf, not used below
-            width = hi - lo
-            secant = np.clip(np.where(np.isfinite(secant), secant, 0.5 * (lo + hi)), lo + 0.01 * width,
-                             hi - 0.01 * width)
-            fallback = np.where(closed, np.where(stalled, secant, 0.5 * (lo + hi)),
-                                np.where(np.isfinite(lo), u + 2.0, u - 2.0))
-        new = np.where(inside, new, fallback)
-        moved = np.abs(new - u)
-        done = (moved < tol) | (f == 0) | (closed & (hi - lo < 1e-12))
-        if np.any(quadratic_tol > 0):
-            done |= inside & (moved < quadratic_tol) & (moved <= 10.0 * step_prev ** 2)
-        step_prev = np.where(todo, np.where(inside, moved, np.inf), step_prev)
-        f_prev = np.where(todo, f, f_prev)
-        u = np.where(todo, new, u)
-        todo &= ~done
-    return np.exp(u)
 
 
 # ---------------------------------------------------------------------------
@@ -846,58 +777,9 @@ def response_quantile(q: ArrayLike, arrival_rate: ArrayLike, service: Service | 
     return scalar_out(np.where(stable, res, np.inf))
 
 
-#: From this many levels of one queue on, the one-core transform's quantiles come from one grid
-#: of P(T > t) (:func:`_quantiles_on_grid`) instead of a Newton solve per level.
-_GRID_FROM_LEVELS = 32
-#: Points of that grid in log t.
-_GRID_POINTS = 128
-
-
-def _one_queue(inp, shape: tuple) -> bool:
-    """Whether every point of a broadcast batch is the same queue (arrival rate, cores and CPU
-    law), so that only the level differs."""
-    arrays = [inp.arrival_rate, inp.servers, *inp.service._params.values()]
-    return all(np.ptp(np.broadcast_to(np.asarray(a, dtype=float), shape)) == 0 for a in arrays)
-
-
 def _quantiles_on_grid(inp, shape: tuple, target: np.ndarray) -> np.ndarray | None:
-    """Quantiles of many levels of one queue, ``target = -log(1 - q)`` (flat, finite), from one
-    grid of ``F(u) = -log P(T > e^u)``: the two extreme levels are solved, ``F`` and its
-    derivative ``F'(u) = t f(t) / P(T > t)`` (the density comes with every transform
-    evaluation) are evaluated at :data:`_GRID_POINTS` points of ``u = log t`` between them, and
-    ``u(F)`` is read from the cubic Hermite interpolant of the inverse function (knots ``F``,
-    slopes ``1 / F'``), whose error is O(h^4) in the grid step.  About 140 transform evaluations
-    instead of ~7 per level.  None where the grid is not strictly increasing (the caller then
-    solves each level).
-
-    Measured against the Newton solve per level (44 levels from 1e-4 to 1 - 1e-6): H2 of scv 2-8
-    at utilisation 0.05-0.95 within 1e-5 (with 256 points: the same), Erlang-3 2e-6, gamma of scv
-    20 (a 16-phase fit) 6e-5; 1043 levels of H2 in 0.5-0.8 s against about 20 ms per level (21 s)
-    solved one by one (``benchmarks/bench_ps.py --many-levels``)."""
-    from scipy.interpolate import CubicHermiteSpline
-
-    svc = inp.service
-    if any(np.size(v) > 1 for v in svc._params.values()):   # a table's subset: one row of each parameter
-        svc = _service_rows(svc, shape, np.zeros(1, dtype=int))
-
-    def queue(n: int):
-        first = np.zeros(n, dtype=int)
-        return prepare(np.broadcast_to(inp.arrival_rate, shape).ravel()[first], svc,
-                       np.broadcast_to(inp.servers, shape).ravel()[first])
-
-    ends_inp = queue(2)
-    ends = np.array([target.min(), target.max()])
-    mean = float(np.asarray(_mean_response(ends_inp))[0])
-    t_ends = _solve_quantile(_SfEvaluator(ends_inp, (2,)), ends, mean * np.maximum(ends, 0.05))
-    u = np.linspace(np.log(t_ends[0]) - 0.01, np.log(t_ends[1]) + 0.01, _GRID_POINTS)
-    sf, pdf = _SfEvaluator(queue(_GRID_POINTS), (_GRID_POINTS,)).both(np.exp(u))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        f = -np.log(sf)
-        slope = np.exp(u) * pdf / sf
-    if not (np.all(np.isfinite(f)) and np.all(np.diff(f) > 0) and np.all(slope > 0) and np.all(np.isfinite(slope))
-            and f[0] <= ends[0] and f[-1] >= ends[1]):
-        return None
-    return np.exp(CubicHermiteSpline(f, u, 1.0 / slope)(target))
+    """Many levels of one queue from one grid of P(T > t) (:func:`capacity._ps_inversion.quantiles_on_grid`)."""
+    return _ps_inversion.quantiles_on_grid(inp, shape, target, _SfEvaluator, _mean_response)
 
 
 def _direct_quantile(qb: np.ndarray, inp, shape: tuple, stable: np.ndarray) -> np.ndarray:
@@ -905,7 +787,7 @@ def _direct_quantile(qb: np.ndarray, inp, shape: tuple, stable: np.ndarray) -> n
     ev = _SfEvaluator(inp, shape)
     target = np.where(stable, -np.log1p(-qb), np.nan)
     finite = np.isfinite(target)
-    if (finite.sum() >= _GRID_FROM_LEVELS and ev.one[finite.ravel()].all() and inp.service.family != "deterministic"
+    if (finite.sum() >= _ps_inversion.GRID_FROM_LEVELS and ev.one[finite.ravel()].all() and inp.service.family != "deterministic"
             and _one_queue(inp, shape)):
         # Many levels of one queue (a latency curve, rr's blend over a fit's levels): one grid.
         grid = _quantiles_on_grid(inp, shape, target[finite])

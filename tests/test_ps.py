@@ -326,7 +326,16 @@ def _hyper_erlang_log_quantile_error(fit, svc, levels):
 
 def test_shipped_fit_at_a_node_is_the_live_fit():
     """capacity/tables/ph_fits.npz must be what tools/build_ph_fits.py makes from today's fitting
-    code: at a node of FIT_TABLE_SCV the stored fit equals a fit made now."""
+    code: at a node of FIT_TABLE_SCV the stored fit equals a fit made now.
+
+    Equal to the CPU's rounding, not bit for bit: the fit is a least-squares run of at most 40
+    evaluations, which stops before its flattest direction has converged, so the BLAS kernel
+    numpy picks for the CPU moves its last digits.  The table was built where OpenBLAS runs its
+    Haswell kernel; the same code on an AVX-512 host (SkylakeX kernel) gives the gamma node's
+    alpha and lam 4.2e-6 apart, with ``OPENBLAS_CORETYPE=Sandybridge`` 2.5e-5, Prescott 1.1e-5,
+    Haswell 4e-16 (numpy 2.4.5-2.4.6 and scipy 1.17.0-1.17.1 alike).  A change of the fitting
+    code moves a fit by far more than 1e-4: stopping at 35 or 50 evaluations instead of 40 moves
+    the gamma node's alpha by 40 % and 58 %."""
     from capacity import phasetype as ph
     for family, i in (("lognormal", 40), ("gamma", 75)):
         scv = float(ph.FIT_TABLE_SCV[i])
@@ -334,8 +343,8 @@ def test_shipped_fit_at_a_node_is_the_live_fit():
         orders, alpha, lam = ph._hyper_erlang_fit(svc.ppf, 1.0)
         t_orders, t_alpha, t_lam = ph._table_fit(family, scv)
         assert np.array_equal(orders, t_orders)
-        np.testing.assert_allclose(t_alpha, alpha, rtol=1e-9, atol=1e-12)
-        np.testing.assert_allclose(t_lam, lam, rtol=1e-9)
+        np.testing.assert_allclose(t_alpha, alpha, rtol=1e-4, atol=1e-12)
+        np.testing.assert_allclose(t_lam, lam, rtol=1e-4)
 
 
 @pytest.mark.parametrize("family,scv", [("lognormal", 0.7), ("lognormal", 13.0), ("gamma", 0.5),
