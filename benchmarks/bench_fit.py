@@ -19,9 +19,9 @@ resamples (Huber).
 
 "Fast for every law" (issue 14): deterministic CPU under PS and rr (the M/D/1-PS table,
 capacity._ps_deterministic_table) and heavy-tailed gamma under PS (computed directly above scv
-5.5 until the PS table's heavy-tail piece is shipped): a whole fit, a forward evaluation and the
-GC what-if with a timeout, each against the direct computation (every shipped table disabled) in
-the same process.
+5.5 until the PS table's heavy-tail piece is shipped), hyperexponential CPU under rr (its PS half
+from the phase-type PS table): a whole fit, a forward evaluation and the GC what-if with a timeout,
+each against the direct computation (every shipped table disabled) in the same process.
 
 The measured rr body (capacity._rr_body): rr.response_quantile on a fit's batch and a whole rr
 fit, against the same with the correction replaced by 1 (the formula alone), in the same process.
@@ -133,7 +133,7 @@ def rr_body() -> None:
     (250 windows x 16 levels, lognormal CPU, 5 slices; FIFO and idle admission) and a whole rr
     fit with its slices and family chosen, each with the corrections and with them replaced by 1
     (the formula alone) in the same process; the tables are built before timing (a one-off
-    ~0.1 s per family and admission rule, 3.6 s for H2)."""
+    ~0.1-0.2 s per family and admission rule)."""
     from unittest import mock
 
     from capacity import rr
@@ -182,11 +182,18 @@ def every_law() -> None:
     rr_obs = [{"percentiles": dict(zip(Q.tolist(), rr.response_quantile(Q, r, det, slices=5))), "arrival_rate": r}
               for r in (lam, 2 * lam)]
     heavy = {"mean": np.array([MEAN]), "scv": np.array([8.7])}
+    h2 = Service.hyperexponential(MEAN, 4.0)
+    h2_obs = [{"percentiles": dict(zip(Q.tolist(), rr.response_quantile(Q, r, h2, slices=5))), "arrival_rate": r}
+              for r in (0.5 * lam, lam, 1.5 * lam)]
     cases = [
         ("PS deterministic fit, 2 loads",
          lambda: from_percentiles(ps_obs, discipline="ps", family="deterministic", delay=None), 3),
         ("rr deterministic fit, 2 loads",
          lambda: from_percentiles(rr_obs, discipline="rr", slices=5, family="deterministic", delay=None), 3),
+        ("rr H2 scv 4 fit, 1 load",    # rr's PS half from the phase-type PS table (rr._ps_quantile)
+         lambda: from_percentiles([h2_obs[1]], discipline="rr", slices=5, family="hyperexponential", delay=None), 3),
+        ("rr H2 scv 4 fit, 3 loads",
+         lambda: from_percentiles(h2_obs, discipline="rr", slices=5, family="hyperexponential", delay=None), 3),
         ("PS gamma scv 8.7, 1 evaluation",
          lambda: QueueModel("ps", "gamma").quantiles(heavy, Q, np.full(Q.size, LAM), np.ones(Q.size, int)), 3),
         ("gc_whatif PS, timeout",

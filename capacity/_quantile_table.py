@@ -49,9 +49,9 @@ Phase-type laws for the fits (PS)
 Hyperexponential CPU has an exact M/H2/1-PS transform in :mod:`capacity.ps` (which stays exact),
 but at 40-80 ms a point a fit of tens of evaluations took 1.6-5.5 s.  ``ps_phase_type_quantiles.npz``
 (``tools/build_quantile_tables.py ps_phase_type hyperexponential``, 25 scv nodes from 1 to 25 on the
-same rho grid, finer levels) is read by the PS fits only, through ``tabled_or_direct(PS_PHASE_TYPE,
-...)`` (round robin's PS half stays the exact one its calibration used); interpolation error
-against the exact transform in
+same rho grid, finer levels) is read by the PS fits and by round robin's PS half
+(``capacity.rr._ps_quantile``), through ``tabled_or_direct(PS_PHASE_TYPE, ...)``; interpolation
+error against the exact transform in
 :data:`PS_PHASE_TYPE_SCV`'s comment and ``tests/test_quantile_table.py``.
 
 Nearly constant CPU times (PS)
@@ -93,8 +93,8 @@ Z = np.linspace(np.log(-np.log1p(-0.001)), np.log(-np.log(1e-6)), 40)
 DISCIPLINES = ("ps", "fcfs")
 #: Processor-sharing quantiles of laws :mod:`capacity.ps` computes exactly (phase-type:
 #: hyperexponential, 40-80 ms a point), tabulated for the PS fits, which evaluate them tens of
-#: times (:func:`capacity.fit._model.queue_quantile`), while ``capacity.ps`` itself stays exact (and
-#: so does round robin's PS half, which its calibration was fitted against).  Read like the
+#: times (:func:`capacity.fit._model.queue_quantile`), and for round robin's PS half
+#: (``capacity.rr._ps_quantile``), while ``capacity.ps`` itself stays exact.  Read like the
 #: others: ``tabled_or_direct(PS_PHASE_TYPE, ...)``.
 PS_PHASE_TYPE = "ps_phase_type"
 #: Its scv grid, 25 nodes from 1 to 25 (a 10-node grid was far too coarse): the balanced-means

@@ -222,7 +222,7 @@ def references(df: pd.DataFrame) -> dict[str, np.ndarray]:
         ref["base_mean"][rows] = svc.mean
         for s in FITTED[1:]:
             ref[f"fcfs_{s}"][rows] = np.asarray(rr._fcfs_quantile(QUANTILES[s], rho, svc, 1))[at]
-            ref[f"ps_{s}"][rows] = np.asarray(ps.response_quantile(QUANTILES[s], rho, svc))[at]
+            ref[f"ps_{s}"][rows] = np.asarray(rr._ps_quantile(QUANTILES[s], rho, svc, 1))[at]
             ref[f"base_{s}"][rows] = svc.ppf(QUANTILES[s])
     for col in ("rho", "slices", "scv", "slice_delay"):
         ref[col] = df[col].to_numpy(dtype=float)

@@ -182,9 +182,8 @@ class QueueModel:
         # Lognormal and gamma come from the shipped PS table (capacity._quantile_table) when it covers them.
         from .._quantile_table import PS_PHASE_TYPE, families
 
-        # The phase-type PS table serves the PS fits only: rr's PS half stays what its calibration
-        # (tools/calibrate_rr.py) was fitted against, capacity.ps itself.
-        tabled = families("ps") + (families(PS_PHASE_TYPE) if self.discipline == "ps" else ())
+        # The phase-type PS table serves the PS fits and rr's PS half (capacity.rr._ps_quantile).
+        tabled = families("ps") + families(PS_PHASE_TYPE)
         return (self.discipline == "ps" or (self.discipline == "rr" and self.slices > 1)) \
             and self.family in SLOW_PS and self.family not in tabled
 

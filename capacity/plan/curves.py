@@ -113,6 +113,8 @@ def _forward(discipline: str, q: np.ndarray, rate: np.ndarray, service: Service,
         out = fcfs.response_quantile(q, rate, service, servers)
     elif discipline == "ps":
         out = ps.response_quantile(q, rate, service, servers)
+    elif discipline == "rr-ps":   # round robin's PS half (capacity.rr._ps_quantile)
+        out = rr._ps_quantile(q, rate, service, servers)
     else:
         out = rr.response_quantile(q, rate, service, servers, slices=slices, slice_delay=slice_delay,
                                    admission=admission)
@@ -162,8 +164,13 @@ def _rr_formula_table(key: tuple, servers: int, slices: int, quantiles: tuple,
     starts from it, as capacity.rr's idle formula does."""
     from ..rr import _blend
 
+    from .._quantile_table import PS_PHASE_TYPE, families
+
     f_tab, f_zero = _unit_table("fcfs", key, servers, 1, quantiles, grid)
-    p_tab, p_zero = _unit_table("ps", key, servers, 1, quantiles, grid)
+    # rr's PS half: capacity.ps, except where rr reads the phase-type table (hyperexponential); the
+    # PS table is shared with discipline="ps" curves wherever the two are the same.
+    half = "rr-ps" if key[0] in families(PS_PHASE_TYPE) else "ps"
+    p_tab, p_zero = _unit_table(half, key, servers, 1, quantiles, grid)
     q = np.array(quantiles)[:, None]
     rho = np.concatenate([[0.0], np.array(grid)])[None, :]
     scv = float(np.asarray(_unit_service(key).scv))
