@@ -673,13 +673,15 @@ def _fcfs_quantile(q, lam, svc, servers) -> np.ndarray:
 
 
 def _ps_quantile(q, lam, svc, servers) -> np.ndarray:
-    """The PS half of the blend: :func:`capacity.ps.response_quantile`, except hyperexponential CPU
-    on one core, read from the shipped phase-type PS table (:data:`capacity._quantile_table.PS_PHASE_TYPE`,
-    the one the PS fits read).  Against the exact transform at utilisation 0.05-0.95, scv 1.5-8,
-    p1-p99.9: within 0.19 % (p95 at light load, on the leap from the fast branch to the slow one),
-    median 1e-5, small beside the blend's own error; about 1000x faster (the transform costs 40-80 ms
-    a point: an rr fit of H2 CPU took 1.8 s at one load and 4.7-5.5 s at three, and rr's measured
-    body 7.5 s to build on first use).  Shared with :mod:`capacity.plan.curves` and
+    """The PS half of the blend: :func:`capacity.ps.response_quantile`, except hyperexponential and
+    exponential CPU on one core, read from the shipped phase-type PS table
+    (:data:`capacity._quantile_table.PS_PHASE_TYPE`, the one the PS fits read; exponential is its
+    scv-1 node).  Against the exact transform at utilisation 0.05-0.95, scv 1.5-8, p1-p99.9: within
+    0.19 % (p95 at light load, on the leap from the fast branch to the slow one), median 1e-5, small
+    beside the blend's own error; exponential within 1.9e-5 of the exact M/M/1-PS chain.  About
+    1000x faster than the H2 transform (40-80 ms a point: an rr fit of H2 CPU took 1.8 s at one load
+    and 4.7-5.5 s at three, and rr's measured body 7.5 s to build on first use), 25x than the chain
+    (a histogram fit of exponential CPU choosing its model, rr candidates included, took 30 s).  Shared with :mod:`capacity.plan.curves` and
     ``tools/calibrate_rr.py``."""
     return np.asarray(_quantile_table.tabled_or_direct(_quantile_table.PS_PHASE_TYPE, q, lam, svc, servers,
                                                        ps.response_quantile), dtype=float)

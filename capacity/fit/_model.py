@@ -73,8 +73,9 @@ def queue_quantile(discipline, q, lam, servers, svc, slices=1, admission="fifo",
         # error <= 0.2 %, see from_percentiles); the rest, and points off the table, exactly.
         return _quantile_table.tabled_or_direct("fcfs", q, lam, svc, servers, fcfs.response_quantile)
     from .. import _quantile_table, ps
-    # Hyperexponential: the shipped phase-type PS table (the exact transform costs 40-80 ms a point,
-    # seconds a fit); lognormal and gamma are tabled inside capacity.ps itself; the rest exactly.
+    # Hyperexponential and exponential (its scv-1 node): the shipped phase-type PS table (the exact
+    # transform costs 40-80 ms a point, the M/M/1-PS chain ~12 ms a batch: seconds a fit); lognormal
+    # and gamma are tabled inside capacity.ps itself; the rest exactly.
     return _quantile_table.tabled_or_direct(_quantile_table.PS_PHASE_TYPE, q, lam, svc, servers,
                                             ps.response_quantile)
 

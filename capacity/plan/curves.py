@@ -164,13 +164,9 @@ def _rr_formula_table(key: tuple, servers: int, slices: int, quantiles: tuple,
     starts from it, as capacity.rr's idle formula does."""
     from ..rr import _blend
 
-    from .._quantile_table import PS_PHASE_TYPE, families
-
     f_tab, f_zero = _unit_table("fcfs", key, servers, 1, quantiles, grid)
-    # rr's PS half: capacity.ps, except where rr reads the phase-type table (hyperexponential); the
-    # PS table is shared with discipline="ps" curves wherever the two are the same.
-    half = "rr-ps" if key[0] in families(PS_PHASE_TYPE) else "ps"
-    p_tab, p_zero = _unit_table(half, key, servers, 1, quantiles, grid)
+    # rr's PS half (capacity.rr._ps_quantile: the phase-type table for H2 and exponential CPU)
+    p_tab, p_zero = _unit_table("rr-ps", key, servers, 1, quantiles, grid)
     q = np.array(quantiles)[:, None]
     rho = np.concatenate([[0.0], np.array(grid)])[None, :]
     scv = float(np.asarray(_unit_service(key).scv))
