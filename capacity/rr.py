@@ -681,8 +681,8 @@ def _ps_quantile(q, lam, svc, servers) -> np.ndarray:
     beside the blend's own error; exponential within 1.9e-5 of the exact M/M/1-PS chain.  About
     1000x faster than the H2 transform (40-80 ms a point: an rr fit of H2 CPU took 1.8 s at one load
     and 4.7-5.5 s at three, and rr's measured body 7.5 s to build on first use), 25x than the chain
-    (a histogram fit of exponential CPU choosing its model, rr candidates included, took 30 s).  Shared with :mod:`capacity.plan.curves` and
-    ``tools/calibrate_rr.py``."""
+    (a histogram fit of exponential CPU choosing its model, rr candidates included, took 30 s).
+    Shared with :mod:`capacity.plan.curves` and ``tools/calibrate_rr.py``."""
     return np.asarray(_quantile_table.tabled_or_direct(_quantile_table.PS_PHASE_TYPE, q, lam, svc, servers,
                                                        ps.response_quantile), dtype=float)
 
@@ -716,9 +716,9 @@ def response_quantile(q: ArrayLike, arrival_rate: ArrayLike, service: Service | 
     -----
     ``slices=1``: exactly :func:`capacity.fcfs.response_quantile`.
     Otherwise the approximation of the module docstring: the FCFS and PS
-    quantiles (one vectorised call each; for hyperexponential CPU the PS
-    one from the shipped phase-type table, within 0.19 % of the exact
-    transform) blended with weights calibrated
+    quantiles (one vectorised call each; for hyperexponential and
+    exponential CPU the PS one from the shipped phase-type table, within
+    0.19 % of the exact transform) blended with weights calibrated
     per quantile level, times the measured correction of the body on one
     core (module docstring, "The measured body"), plus ``(k - 1) d``.
     Measured on one core at off-grid points: within 8.9 % at p1-p80 and
