@@ -482,8 +482,9 @@ def fit_source_windows(windows: list[dict], notes: list[str], source: dict, serv
     return fit
 
 
-def _fit_one(data: _Windows, opts, measured_at: str) -> HistogramFit:
-    """One model fitted to the windows (warnings recorded, not yet emitted)."""
+def _fit_one(data: _Windows, opts, measured_at: str, start: np.ndarray | None = None) -> HistogramFit:
+    """One model fitted to the windows (warnings recorded, not yet emitted); ``start``: the
+    parameters to start the search from (a neighbouring model's fit), else :func:`_start`'s."""
     check_measured_at(measured_at, opts.discipline, opts.delay, opts.admission)
     if opts.slice_candidates is not None:
         raise ValueError("slices must be given as an integer for a histogram fit (profiling the slice "
@@ -508,7 +509,7 @@ def _fit_one(data: _Windows, opts, measured_at: str) -> HistogramFit:
                          "or windows, or hold parameters (scv=..., delay=...)")
     t_ref = float(np.median(data.upper[np.isfinite(data.upper)]))
     bm = _BucketModel(model, data, measured_at, names, mean_fixed, opts.scv_fixed, opts.delay_fixed, t_ref)
-    theta, sol, lo_b, hi_b = _solve(bm, data, opts)
+    theta, sol, lo_b, hi_b = _solve(bm, data, opts, start)
     return _result(bm, data, opts, theta, sol, lo_b, hi_b, mean_fixed, measured_at)
 
 
@@ -554,7 +555,7 @@ def _start(bm: _BucketModel, data: _Windows, lo: np.ndarray, hi: np.ndarray) -> 
     return np.clip(theta, lo + 1e-3 * span, hi - 1e-3 * span)
 
 
-def _solve(bm: _BucketModel, data: _Windows, opts):
+def _solve(bm: _BucketModel, data: _Windows, opts, start: np.ndarray | None = None):
     lo, hi = _bounds(bm, data, opts)
     observed = data.counts
     total = data.n[data.window]
@@ -585,7 +586,11 @@ def _solve(bm: _BucketModel, data: _Windows, opts):
         theta = np.zeros(0)
         r = fun(theta)
         return theta, {"fun": r, "jac": np.zeros((r.size, 0)), "nfev": 1, "success": True}, lo, hi
-    theta0 = _start(bm, data, lo, hi)
+    if start is not None and np.shape(start) == lo.shape:
+        span = hi - lo
+        theta0 = np.clip(start, lo + 1e-3 * span, hi - 1e-3 * span)
+    else:
+        theta0 = _start(bm, data, lo, hi)
     sol = optimize.least_squares(fun, theta0, jac=jac, bounds=(lo, hi), method="trf", x_scale="jac",
                                  max_nfev=opts.max_nfev)
     return sol.x, {"fun": sol.fun, "jac": sol.jac, "nfev": sol.nfev, "success": bool(sol.status > 0),
