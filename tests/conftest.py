@@ -2,6 +2,13 @@
 
 Hypothesis is derandomised so every run (and CI) draws the same examples: a
 failure is reproducible, and no run passes by luck of the draw.
+
+Tests that measure in wall-clock time -- a real server's latencies, a load played in real time
+into a Prometheus, a browser waiting for a widget -- are marked ``wallclock`` here (the modules
+and tests in :data:`WALLCLOCK`).  The README's test command runs the rest on both cores
+(``pytest -n 2 -m "not wallclock"``, pytest-xdist) and then these alone, one at a time, so that
+no other test's CPU shows in what they measure.  A plain ``pytest`` runs everything in one
+process, as before.
 """
 import numpy as np
 import pytest
@@ -17,6 +24,31 @@ settings.register_profile(
     print_blob=True,
 )
 settings.load_profile("capacity")
+
+#: Where a neighbour's CPU would show in the measurement: module -> the tests of it (None: all).
+WALLCLOCK = {
+    "test_browser.py": None,            # Chromium and a Jupyter server, waiting on widgets
+    "test_browser_lab.py": None,
+    "test_prometheus.py": None,         # a load fed in real time into a scraped exporter
+    "test_prometheus_server.py": None,  # a real Koa server's in-process latencies
+    "test_fleet.py": None,              # the same, and a Dask LocalCluster's worker processes
+    "test_log_dask.py": None,
+    "test_validation_harness.py": None,  # the real server measured against the models
+    "test_validation_user_path.py": {"test_the_short_user_path_runs_and_reports",
+                                     "test_loadgen_schedule_plays_each_phase_at_its_rate"},
+}
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "wallclock: measures in wall-clock time; run alone, not beside "
+                                       "other tests (see tests/conftest.py)")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        tests = WALLCLOCK.get(item.path.name, ())
+        if tests is None or (tests and item.originalname in tests):
+            item.add_marker(pytest.mark.wallclock)
 
 
 @pytest.fixture(params=["shipped", "stand-in"])
