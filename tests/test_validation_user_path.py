@@ -224,3 +224,23 @@ def test_the_second_saved_day_is_predicted_as_the_readme_says(tmp_path):
         met = summary["met"][where]
         assert met["p99"] >= 3 and met["mean"] >= 3 and met["p99_covered"] >= 4, (where, met)
         assert met["crossing"] >= 2, (where, met)
+
+def test_the_blocking_handlers_second_day_is_predicted_as_the_readme_says(tmp_path):
+    """The seed-3 day of 2026-12-06 (validation/runs/2026-12-06-user-path-cpu-seed3: the blocking
+    handler, five runs of 60 s per peak point, measured after this package's fits were settled)
+    fitted again: from either histogram the p99 within 20 % and the mean within 10 % at both
+    points, the 90 % interval holding the measured p99 at both, and the crossing within 5 % -- the
+    figures in validation/README.md (measured: p99 -15/-11 % in-process, -14/-10 % from the proxy;
+    crossing +4.8 % and +4.7 %)."""
+    saved = ROOT / "validation" / "runs" / "2026-12-06-user-path-cpu-seed3"
+    shutil.copytree(saved, tmp_path / "run")
+    summary = _user_path().repredict(tmp_path / "run")
+    assert summary["repredicted"] and len(summary["rows"]) == 4
+    for where in ("proxy", "in_process"):
+        met = summary["met"][where]
+        assert met["p99"] >= 2 and met["mean"] >= 2 and met["p99_covered"] >= 2, (where, met)
+        assert met["crossing"] >= 1, (where, met)
+    # The measured p99 of each point is the pool of five runs; the spread of those runs is what
+    # made the first day's point at 0.80 uncertain (three runs, 126-173 ms).
+    for row in summary["rows"]:
+        assert row["runs"] == 5, row
