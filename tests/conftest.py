@@ -5,10 +5,10 @@ failure is reproducible, and no run passes by luck of the draw.
 
 Tests that measure in wall-clock time -- a real server's latencies, a load played in real time
 into a Prometheus, a browser waiting for a widget -- are marked ``wallclock`` here (the modules
-and tests in :data:`WALLCLOCK`).  The README's test command runs the rest on both cores
-(``pytest -n 2 -m "not wallclock"``, pytest-xdist) and then these alone, one at a time, so that
-no other test's CPU shows in what they measure.  A plain ``pytest`` runs everything in one
-process, as before.
+and tests in :data:`WALLCLOCK`).  The README's test command runs the rest on every core, a
+file to a worker (``pytest -n auto --dist loadfile -m "not wallclock"``, pytest-xdist), and then
+these alone, one at a time, so that no other test's CPU shows in what they measure.  A plain
+``pytest`` runs everything in one process, as before.
 """
 import numpy as np
 import pytest
