@@ -31,8 +31,8 @@ WALLCLOCK = {
     "test_browser_lab.py": None,
     "test_prometheus.py": None,         # a load fed in real time into a scraped exporter
     "test_prometheus_server.py": None,  # a real Koa server's in-process latencies
-    "test_fleet.py": None,              # the same, and a Dask LocalCluster's worker processes
-    "test_log_dask.py": None,
+    "test_fleet.py": None,              # a load fed into a Prometheus, and a Dask LocalCluster
+    "test_log_dask.py": None,           # a Dask LocalCluster's worker processes and timeouts
     "test_validation_harness.py": None,  # the real server measured against the models
     "test_validation_user_path.py": {"test_the_short_user_path_runs_and_reports",
                                      "test_loadgen_schedule_plays_each_phase_at_its_rate"},
