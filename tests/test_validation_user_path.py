@@ -180,6 +180,15 @@ def test_the_measured_p99s_own_interval_from_its_runs():
     assert all(math.isnan(x) for x in up._run_spread([100.0]))
 
 
+def _rescored(tmp_path, run: str, rows: int) -> dict:
+    """A saved run (validation/runs/RUN) fitted again with this package, in a copy: its summary,
+    checked to hold ``rows`` re-predicted peak rows."""
+    shutil.copytree(ROOT / "validation" / "runs" / run, tmp_path / "run")
+    summary = _user_path().repredict(tmp_path / "run")
+    assert summary["repredicted"] and len(summary["rows"]) == rows
+    return summary
+
+
 def test_the_saved_full_run_is_predicted_as_the_readme_says(tmp_path):
     """The full run of 2026-12-05 (validation/runs/2026-12-05-user-path: a real Koa server's
     Prometheus answers over 12-minute days, and the clients' latencies measured at 70 % and 80 %
@@ -188,10 +197,7 @@ def test_the_saved_full_run_is_predicted_as_the_readme_says(tmp_path):
     p99 at 8 and the crossing within 5 % for 4 of 4 handlers; from the in-process one 8, 5, 7
     and 4 -- the figures in
     validation/README.md, which a change may improve but not lose without saying so there."""
-    saved = ROOT / "validation" / "runs" / "2026-12-05-user-path"
-    shutil.copytree(saved, tmp_path / "run")
-    summary = _user_path().repredict(tmp_path / "run")
-    assert summary["repredicted"] and len(summary["rows"]) == 16
+    summary = _rescored(tmp_path, "2026-12-05-user-path", 16)
     proxy = summary["met"]["proxy"]
     # The measured rr body (capacity._rr_body) took the proxy's means from 6 to 7.
     assert proxy["p99"] >= 7 and proxy["mean"] >= 7 and proxy["p99_covered"] >= 8, proxy
@@ -216,10 +222,7 @@ def test_the_second_saved_day_is_predicted_as_the_readme_says(tmp_path):
     the p99 within 20 % at 3 of 4 points, the mean within 10 % at 3 of 4, the 90 % interval
     holding the measured p99 at 4 of 4 and the crossing within 5 % for both handlers -- the
     figures in validation/README.md."""
-    saved = ROOT / "validation" / "runs" / "2026-12-05b-user-path-seed2"
-    shutil.copytree(saved, tmp_path / "run")
-    summary = _user_path().repredict(tmp_path / "run")
-    assert summary["repredicted"] and len(summary["rows"]) == 8
+    summary = _rescored(tmp_path, "2026-12-05b-user-path-seed2", 8)
     for where in ("proxy", "in_process"):
         met = summary["met"][where]
         assert met["p99"] >= 3 and met["mean"] >= 3 and met["p99_covered"] >= 4, (where, met)
@@ -232,10 +235,7 @@ def test_the_blocking_handlers_second_day_is_predicted_as_the_readme_says(tmp_pa
     points, the 90 % interval holding the measured p99 at both, and the crossing within 5 % -- the
     figures in validation/README.md (measured: p99 -15/-11 % in-process, -14/-10 % from the proxy;
     crossing +4.8 % and +4.7 %)."""
-    saved = ROOT / "validation" / "runs" / "2026-12-06-user-path-cpu-seed3"
-    shutil.copytree(saved, tmp_path / "run")
-    summary = _user_path().repredict(tmp_path / "run")
-    assert summary["repredicted"] and len(summary["rows"]) == 4
+    summary = _rescored(tmp_path, "2026-12-06-user-path-cpu-seed3", 4)
     for where in ("proxy", "in_process"):
         met = summary["met"][where]
         assert met["p99"] >= 2 and met["mean"] >= 2 and met["p99_covered"] >= 2, (where, met)
@@ -255,13 +255,11 @@ def test_a_day_where_the_fits_miss_says_so(tmp_path):
     noise -- while the proxy's fit (-28 % and -16 %) keeps both measured p99s inside its 90 %
     interval.  A change that gets this day right should raise the counts here and in
     validation/README.md."""
-    saved = ROOT / "validation" / "runs" / "2026-12-06b-user-path-immediate-seed4"
-    shutil.copytree(saved, tmp_path / "run")
-    up = _user_path()
-    _, notes = up._fit_saved(tmp_path / "run" / "day-sliced-immediate-in_process.json")
+    run = "2026-12-06b-user-path-immediate-seed4"
+    day = ROOT / "validation" / "runs" / run / "day-sliced-immediate-in_process.json"
+    _, notes = _user_path()._fit_saved(day)
     assert any("misses the histograms" in n and "not to be trusted" in n for n in notes), notes
-    summary = up.repredict(tmp_path / "run")
-    assert summary["repredicted"] and len(summary["rows"]) == 4
+    summary = _rescored(tmp_path, run, 4)
     proxy = summary["met"]["proxy"]
     assert proxy["p99_covered"] >= 2 and proxy["p99"] >= 1, proxy
     for row in summary["rows"]:
