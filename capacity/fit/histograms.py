@@ -538,9 +538,9 @@ def _bounds(bm: _BucketModel, data: _Windows, opts) -> tuple[np.ndarray, np.ndar
     return np.array(lo), np.array(hi)
 
 
-def _start(bm: _BucketModel, data: _Windows, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+def _start(bm: _BucketModel, data: _Windows) -> np.ndarray:
     """Mean from the least loaded window's bucket midpoints (its load removed as for M/M/1),
-    scv 1, a delay of a tenth of the smallest bound."""
+    scv 1, no delay (:func:`_solve` moves it inside the search box)."""
     w = int(np.argmin(data.lam))
     sel = data.window == w
     upper, lower, c = data.upper[sel], data.lower[sel], data.counts[sel]
@@ -550,9 +550,7 @@ def _start(bm: _BucketModel, data: _Windows, lo: np.ndarray, hi: np.ndarray) -> 
     theta = []
     for name in bm.names:
         theta.append({"log_mean": math.log(max(mean, 1e-12)), "log_scv": 0.0, "delay": 0.0}[name])
-    theta = np.array(theta, dtype=float)
-    span = hi - lo
-    return np.clip(theta, lo + 1e-3 * span, hi - 1e-3 * span)
+    return np.array(theta, dtype=float)
 
 
 def _solve(bm: _BucketModel, data: _Windows, opts, start: np.ndarray | None = None):
@@ -586,11 +584,8 @@ def _solve(bm: _BucketModel, data: _Windows, opts, start: np.ndarray | None = No
         theta = np.zeros(0)
         r = fun(theta)
         return theta, {"fun": r, "jac": np.zeros((r.size, 0)), "nfev": 1, "success": True}, lo, hi
-    if start is not None and np.shape(start) == lo.shape:
-        span = hi - lo
-        theta0 = np.clip(start, lo + 1e-3 * span, hi - 1e-3 * span)
-    else:
-        theta0 = _start(bm, data, lo, hi)
+    span = hi - lo
+    theta0 = np.clip(_start(bm, data) if start is None else start, lo + 1e-3 * span, hi - 1e-3 * span)
     sol = optimize.least_squares(fun, theta0, jac=jac, bounds=(lo, hi), method="trf", x_scale="jac",
                                  max_nfev=opts.max_nfev)
     return sol.x, {"fun": sol.fun, "jac": sol.jac, "nfev": sol.nfev, "success": bool(sol.status > 0),
