@@ -28,7 +28,8 @@ VALIDATION = ROOT / "validation"
 # Achieved on a 2-core VM shared with other jobs (load average ~5), seven
 # accepted quick runs at measured utilisation 0.26-0.36: mean error
 # +1..+8 %, p50 error -3..+8 %, p99 error +4..+24 % (the p99's own 95 % CI is
-# about +-20 % with ~150-230 requests).  The tolerances leave 2-3x margin.
+# about +-20 % with ~150-230 requests in those 4 s runs; the point now runs 10 s, ~570).  The tolerances
+# leave 2-3x margin.
 # The worst seen since: on a noisy CI host (calibrated then at 0.1, whose
 # CPU per request came out 11 % above the point's) sliced +16 % mean, +34 % p99;
 # with both cores busy with other work cpu -16 % mean, -31 % p99.
@@ -60,9 +61,13 @@ def quick_run(tmp_path_factory):
     finally:
         sys.path.remove(str(VALIDATION))
     out = tmp_path_factory.mktemp("validation")
-    args = harness.parse_args(["--quick", "--handlers", "cpu,sliced", "--utils", "0.3", "--duration", "4",
+    # 10 s at 0.3: ~570 requests of the 5 ms handler, so the p99 is the 6th slowest.  With 4 s
+    # (~230 requests) it was the 3rd slowest, and one 40 ms stall of a CI host (which queues the
+    # two or three requests that arrive during it) made a p99 of 48 ms against 17 predicted while
+    # the mean and the median held.
+    args = harness.parse_args(["--quick", "--handlers", "cpu,sliced", "--utils", "0.3", "--duration", "10",
                                "--calib-duration", "3", "--no-plot", "--out", str(out),
-                               "--max-total", "150"])
+                               "--max-total", "180"])
     res = harness.sweep(args)
     assert (out / "points.csv").is_file() and (out / "points.json").is_file()
     return res
@@ -121,7 +126,9 @@ def test_prediction_at_low_utilisation(quick_run, handler):
         # model replayed on the run's own send times
         for name in ("err", "err_obs"):
             err = point[f"{name}_{stat}"]
-            assert math.isfinite(err) and abs(err) < tol, (name, stat, point[f"meas_{stat}"], point[f"pred_{stat}"])
+            assert math.isfinite(err) and abs(err) < tol, (
+                name, stat, point[f"meas_{stat}"], point[f"pred_{stat}"],
+                {k: point.get(k) for k in ("n", "measured_util", "cpu_per_req_ms", "lag_p99_ms", "lag_max_ms")})
 
 
 def _import_harness():
