@@ -367,7 +367,9 @@ def from_histograms(
     the best candidate's family and delay, and ``slices_range_`` holds the counts the data cannot
     tell apart (``capacity.fit._rr_candidates``).  An rr fit that is not ahead by QAIC with its
     most favourable window's deviance left out (e.g. it wins only through one long busy period of
-    heavy-tailed CPU) is set aside and listed in the table "round robin set aside".
+    heavy-tailed CPU), or whose gain is not consistent across the windows (Vuong's z below 1.28,
+    waived when the best PS/FCFS fit misses its own histograms and rr does not), is set
+    aside and listed in the table "round robin set aside".
 
     Fit quality: with tens of thousands of requests per window the G statistic rejects every
     model (a queue's latencies are correlated, and the models are accurate to a few per cent,
@@ -441,7 +443,8 @@ def from_histograms(
         if rr_can_be_told(data):
             # Event-loop round robin lies between them: with the best family and delay so far, its
             # slice count profiled, for either admission rule.
-            kept, set_aside = admitted(rr_candidates(_fit_one, data, measured_at, f, dl, options), fits, top)
+            kept, set_aside = admitted(rr_candidates(_fit_one, data, measured_at, f, dl, options), fits, top,
+                                      _MAX_RMS)
             for fit, label in kept:
                 fits.append(fit)
                 candidates = [*candidates, label]
