@@ -79,8 +79,8 @@ def _rows(res, handler, kind):
 
 def _refused_skip(row: dict, what: str) -> None:
     if row["status"] == "refused":
-        pytest.skip(f"the load generator refused the {what} after {row.get('refused_attempts')} tries (machine "
-                    f"too busy to keep a Poisson schedule): {row.get('reason')}")
+        pytest.skip(f"the load generator refused the {what} after {row.get('refused_attempts')} tries "
+                    f"(machine too busy to keep a Poisson schedule): {row.get('reason')}")
 
 
 def test_harness_produced_points(quick_run):
@@ -128,7 +128,8 @@ def test_prediction_at_low_utilisation(quick_run, handler):
             err = point[f"{name}_{stat}"]
             assert math.isfinite(err) and abs(err) < tol, (
                 name, stat, point[f"meas_{stat}"], point[f"pred_{stat}"],
-                {k: point.get(k) for k in ("n", "measured_util", "cpu_per_req_ms", "lag_p99_ms", "lag_max_ms")})
+                {k: point.get(k)
+                 for k in ("n", "measured_util", "cpu_per_req_ms", "lag_p99_ms", "lag_max_ms")})
 
 
 def _import_harness():
@@ -273,15 +274,16 @@ def test_repeats_are_pooled(tmp_path):
         path = tmp_path / f"run{r}.csv"
         _write_run(path, resp)
         kept.append(resp[5:])   # sched 0, 10, 20, 30, 40 ms fall in the 0.05 s warm-up
-        reps.append({"handler": "cpu", "path": "/cpu?ms=11", "target_util": 0.8, "rate": 70.0, "model": "fcfs",
-                     "slices": 1, "admission": "fifo", "status": "ok", "seed": 30 + r, "raw_csv": str(path),
+        reps.append({"handler": "cpu", "path": "/cpu?ms=11", "target_util": 0.8, "rate": 70.0,
+                     "model": "fcfs", "slices": 1, "admission": "fifo", "status": "ok", "seed": 30 + r, "raw_csv": str(path),
                      "cpu_per_req_ms": 11.0 + r, "measured_util": 0.78 + 0.01 * r, "elu": 0.8,
                      "served_rate": 70.0, "lag_mean_ms": 0.01, "lag_p99_ms": 0.1 * (r + 1), "lag_max_ms": 1.0,
                      "scheduled": 400, "completed": 400, "failed": 0, "sockets_opened_during_run": 0,
                      "meas_mean_user": float(resp.mean())})
         for name in harness.STATS:
             x = resp[5:]
-            reps[-1]["meas_" + name] = float(x.mean() if name == "mean" else np.quantile(x, harness.QUANTILES[name]))
+            reps[-1]["meas_" + name] = float(x.mean() if name == "mean"
+                                             else np.quantile(x, harness.QUANTILES[name]))
     refused = dict(reps[0], status="refused", reason="lag", raw_csv="nowhere.csv")
     row = harness.pool_repeats(reps + [refused], args)
     allk = np.concatenate(kept)

@@ -54,7 +54,8 @@ def test_loadgen_schedule_plays_each_phase_at_its_rate(tmp_path):
         port = int(server.stdout.readline())
         (tmp_path / "day.json").write_text(json.dumps([[3, 50], [3, 200]]))
         gen_port = _user_path()._harness().free_port()
-        gen = subprocess.Popen(["node", str(ROOT / "validation" / "loadgen" / "loadgen.js"), "--port", str(port),
+        gen = subprocess.Popen(["node", str(ROOT / "validation" / "loadgen" / "loadgen.js"),
+                                "--port", str(port),
                                 "--path", "/", "--schedule", str(tmp_path / "day.json"), "--out",
                                 str(tmp_path / "run.csv"), "--server-stats", "0", "--warm-sockets", "4",
                                 "--max-p99-lag-ms", "1e9", "--max-mean-lag-frac", "1e9",
@@ -74,7 +75,8 @@ def test_loadgen_schedule_plays_each_phase_at_its_rate(tmp_path):
         sched = np.loadtxt(tmp_path / "run.csv", delimiter=",", skiprows=1)[:, 1]
         first, second = int(np.sum(sched < 3000)), int(np.sum(sched >= 3000))
         assert abs(first - 150) < 4.5 * 150 ** 0.5 and abs(second - 600) < 4.5 * 600 ** 0.5
-        bad = subprocess.run(["node", str(ROOT / "validation" / "loadgen" / "loadgen.js"), "--port", str(port),
+        bad = subprocess.run(["node", str(ROOT / "validation" / "loadgen" / "loadgen.js"),
+                              "--port", str(port),
                               "--path", "/", "--schedule", str(tmp_path / "day.json"), "--rate", "5"],
                              capture_output=True, text=True, timeout=30)
         assert bad.returncode == 2 and "give --rate or --schedule, not both" in bad.stderr
@@ -166,7 +168,8 @@ def test_the_p99_crossing_against_an_mm1_worked_by_hand():
     assert got["error"] == pytest.approx(root / 75.0 - 1, rel=1e-3)
     # The high band reaches the threshold first (lower utilisation), the low band last.
     assert got["predicted_util_low"] < got["predicted_util"] < got["predicted_util_high"]
-    assert (mu - np.log(100.0) / (threshold / 1.1)) * 1.02 / mu == pytest.approx(got["predicted_util_low"], rel=2e-4)
+    low = (mu - np.log(100.0) / (threshold / 1.1)) * 1.02 / mu
+    assert low == pytest.approx(got["predicted_util_low"], rel=2e-4)
     flat = up.p99_crossing(Fit(), [dict(rows[0], p99_ms=5.0), dict(rows[1], p99_ms=6.0)])
     assert np.isnan(flat["error"]) and "did not rise" in flat["note"]
 

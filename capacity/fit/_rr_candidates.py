@@ -84,16 +84,17 @@ def rr_candidates(fit_one, data, measured_at: str, family: str, delay, options: 
         best = fits[best_k]
         dispersion = max(1.0, best.deviance_ / max(best.degrees_of_freedom_, 1))
         excess = {k: (fits[k].deviance_ - best.deviance_) / dispersion for k in ks}
-        consistent = [k for k in ks if excess[k] <= stats.chi2.ppf(0.95, 1) or not _windows_tell(fits[k], best)]
+        consistent = [k for k in ks
+                      if excess[k] <= stats.chi2.ppf(0.95, 1) or not _windows_tell(fits[k], best)]
         rule_delay = delay
         if delay is not None and best.delay_ is not None and best.delay_ <= 1e-9 * best.cpu_per_request_:
             # A constant delay fitted to zero is no delay: the model without it (one parameter
             # fewer), so the fit reports only parameters it uses -- and is the same model that
             # the automatic choice reaches from a delay-free start.
             rule_delay = None
-            best = fit_one(data, check_percentile_options("rr", family, None, options["scv"], options["confidence"],
-                                                          options["max_nfev"], best_k, rule,
-                                                          options["slice_delay"]), measured_at)
+            opts_free = check_percentile_options("rr", family, None, options["scv"], options["confidence"],
+                                                 options["max_nfev"], best_k, rule, options["slice_delay"])
+            best = fit_one(data, opts_free, measured_at)
         best.slices_range_ = (min(consistent), max(consistent))
         best.slice_profile_ = pd.DataFrame(
             {"slices": ks, "deviance": [fits[k].deviance_ for k in ks],
