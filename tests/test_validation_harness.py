@@ -275,7 +275,8 @@ def test_repeats_are_pooled(tmp_path):
         _write_run(path, resp)
         kept.append(resp[5:])   # sched 0, 10, 20, 30, 40 ms fall in the 0.05 s warm-up
         reps.append({"handler": "cpu", "path": "/cpu?ms=11", "target_util": 0.8, "rate": 70.0,
-                     "model": "fcfs", "slices": 1, "admission": "fifo", "status": "ok", "seed": 30 + r, "raw_csv": str(path),
+                     "model": "fcfs", "slices": 1, "admission": "fifo", "status": "ok", "seed": 30 + r,
+                     "raw_csv": str(path),
                      "cpu_per_req_ms": 11.0 + r, "measured_util": 0.78 + 0.01 * r, "elu": 0.8,
                      "served_rate": 70.0, "lag_mean_ms": 0.01, "lag_p99_ms": 0.1 * (r + 1), "lag_max_ms": 1.0,
                      "scheduled": 400, "completed": 400, "failed": 0, "sockets_opened_during_run": 0,
