@@ -123,9 +123,9 @@ def admitted(tried: list[tuple], fits: list, top, max_miss: float) -> tuple[list
             z = _gain_figures(fit, top, c_hat)["window_z"]
             if z <= _Z_NEEDED:
                 # Said next to the model, in case it is the one chosen.
-                fit.method += (f"; kept although its gain over the best PS/FCFS fit is not consistent across "
-                               f"windows (z = {z:.2f}, 1.28 needed): that fit misses its histograms by "
-                               f"{100 * top._model_error():.0f} % in time, this one by "
+                fit.method += (f"; kept although its gain over the best PS/FCFS fit is not consistent "
+                               f"across windows (z = {z:.2f}, {_Z_NEEDED:.2f} needed): that fit misses its "
+                               f"histograms by {100 * top._model_error():.0f} % in time, this one by "
                                f"{100 * fit._model_error():.0f} %")
         else:
             set_aside.append({"discipline": label[0], "slices": fit.slices_, **why})
@@ -165,11 +165,11 @@ def rests_on_one_window(rr_fit, top, dispersion: float, max_miss: float | None =
     handler's structure, ahead by 1,410 in deviance (886 without its best window) and 9.5 % off
     in time, set aside at z = 1.24 for FCFS with gamma CPU, 33 % off.  Why rr must describe the
     data too: on the simulated FCFS day of lognormal CPU of scv 4 in 5-minute windows
-    (``tools/fit_discipline_recovery.py``, the z = 0.91 day of :func:`_window_z`) the true FCFS fit misses by
-    11.7 % and idle rr with 3 slices by 10.9 % -- both at the noise of heavy-tailed short windows,
-    neither refuted by the other; "rr closer than ``top``" alone chose rr there.  With the rule as
-    it stands the tool's 30 days (10 each of FCFS, PS and rr) and the 16 saved real-server day fits choose as
-    before, except the seed-4 day's in-process fit.
+    (``tools/fit_discipline_recovery.py``, the z = 0.91 day of :func:`_window_z`) the true FCFS
+    fit misses by 11.7 % and idle rr with 3 slices by 10.9 % -- both at the noise of heavy-tailed
+    short windows, neither refuted by the other; "rr closer than ``top``" alone chose rr there.
+    With the rule as it stands the tool's 30 days (10 each of FCFS, PS and rr) and the 16 saved
+    real-server day fits choose as before, except the seed-4 day's in-process fit.
 
     Measured (``tools/fit_discipline_recovery.py``, with the rr body recalibrated on branch
     ``rr-body``; on this release's calibration no day changes): on a day of heavy-tailed FCFS (lognormal
@@ -190,7 +190,6 @@ def rests_on_one_window(rr_fit, top, dispersion: float, max_miss: float | None =
         return None
     if max_miss is not None and top._model_error() > max_miss >= rr_fit._model_error():
         return None
-    return figures
     return figures
 
 
