@@ -117,18 +117,17 @@ def admitted(tried: list[tuple], fits: list, top, max_miss: float) -> tuple[list
                            [f.degrees_of_freedom_ for f in every])
     kept, set_aside = [], []
     for fit, label in tried:
-        why = rests_on_one_window(fit, top, c_hat, max_miss)
-        if why is None:
-            kept.append((fit, label))
-            z = _gain_figures(fit, top, c_hat)["window_z"]
-            if z <= _Z_NEEDED:
-                # Said next to the model, in case it is the one chosen.
-                fit.method += (f"; kept although its gain over the best PS/FCFS fit is not consistent "
-                               f"across windows (z = {z:.2f}, {_Z_NEEDED:.2f} needed): that fit misses its "
-                               f"histograms by {100 * top._model_error():.0f} % in time, this one by "
-                               f"{100 * fit._model_error():.0f} %")
-        else:
-            set_aside.append({"discipline": label[0], "slices": fit.slices_, **why})
+        verdict, figures = _judged(fit, top, c_hat, max_miss)
+        if verdict == "set aside":
+            set_aside.append({"discipline": label[0], "slices": fit.slices_, **figures})
+            continue
+        kept.append((fit, label))
+        if verdict == "kept, z waived":
+            # Said next to the model, in case it is the one chosen.
+            fit.method += (f"; kept although its gain over the best PS/FCFS fit is not consistent "
+                           f"across windows (z = {figures['window_z']:.2f}, {_Z_NEEDED:.2f} needed): that "
+                           f"fit misses its histograms by {100 * top._model_error():.0f} % in time, this "
+                           f"one by {100 * fit._model_error():.0f} %")
     return kept, set_aside
 
 
@@ -183,25 +182,27 @@ def rests_on_one_window(rr_fit, top, dispersion: float, max_miss: float | None =
     R. D. Cook, "Detection of influential observation in linear regression", Technometrics 19
     (1977) 15-18 (deletion diagnostics).
     """
-    figures = _gain_figures(rr_fit, top, dispersion)
-    if figures["gain_without_it"] <= figures["gain_needed"]:
-        return figures
-    if figures["window_z"] > _Z_NEEDED:
-        return None
-    if max_miss is not None and top._model_error() > max_miss >= rr_fit._model_error():
-        return None
-    return figures
+    verdict, figures = _judged(rr_fit, top, dispersion, max_miss)
+    return None if verdict.startswith("kept") else figures
 
 
-def _gain_figures(rr_fit, top, dispersion: float) -> dict:
-    """rr's deviance gain over ``top``: in all, in its most favourable window and without it, the
-    gain its extra parameters need (``2 c`` each) and the across-windows z (:func:`_window_z`)."""
+def _judged(rr_fit, top, dispersion: float, max_miss: float | None) -> tuple[str, dict]:
+    """``(verdict, figures)`` of :func:`rests_on_one_window`: "kept", "kept, z waived" or "set
+    aside", and rr's deviance gain over ``top`` -- in all, in its most favourable window and
+    without it, the gain its extra parameters need (``2 c`` each), the across-windows z."""
     gain = top.windows_["deviance"].to_numpy() - rr_fit.windows_["deviance"].to_numpy()
     need = 2.0 * dispersion * (rr_fit._n_free - top._n_free)
     worst = int(np.argmax(gain))
     total, without = float(gain.sum()), float(gain.sum() - gain[worst])
-    return {"window": worst, "deviance_gain": total, "gain_in_window": float(gain[worst]),
-            "gain_without_it": without, "gain_needed": need, "window_z": _window_z(gain, need)}
+    figures = {"window": worst, "deviance_gain": total, "gain_in_window": float(gain[worst]),
+               "gain_without_it": without, "gain_needed": need, "window_z": _window_z(gain, need)}
+    if without <= need:
+        return "set aside", figures
+    if figures["window_z"] > _Z_NEEDED:
+        return "kept", figures
+    if max_miss is not None and top._model_error() > max_miss >= rr_fit._model_error():
+        return "kept, z waived", figures
+    return "set aside", figures
 
 
 def _windows_tell(fit, best) -> bool:
