@@ -20,7 +20,8 @@ from ..exceptions import FitWarning, IdentifiabilityWarning
 from ._inputs import check_percentile_options
 from ._bound_profile import on_bound
 from ._intervals import WaldIntervals
-from ._model import MEASURED_AT, SCV_DOMAIN, TWO_PARAM, QueueModel, check_measured_at, make_service, measured_quantiles
+from ._model import (MEASURED_AT, SCV_DOMAIN, TWO_PARAM, QueueModel, check_measured_at, make_service,
+                     measured_quantiles)
 from ._rr_candidates import admitted, rr_can_be_told, rr_candidates
 from ._selection import candidate_families, candidate_grid, qaic_scores, select
 from ._solve import unpack_parameters
@@ -80,8 +81,8 @@ class HistogramFit(PercentileFit):
         the dispersion of the windows nearest in load, never below the fit's own)."""
         from ._slo_evidence import windows_held
 
-        return windows_held(self.comparison_, self.windows_, slo, above, self.fit_quality_, self.confidence_level,
-                            _MAX_RMS)
+        return windows_held(self.comparison_, self.windows_, slo, above, self.fit_quality_,
+                            self.confidence_level, _MAX_RMS)
 
     def _model_error(self) -> float:
         value = float(self.fit_quality_.get("rms_log_time_miss", 0.0))
@@ -195,7 +196,8 @@ class _BucketModel:
     def __init__(self, model: QueueModel, data: _Windows, measured_at: str, names: list[str],
                  mean_fixed: float | None, scv_fixed: float | None, delay_fixed: float | None, t_ref: float):
         self.model, self.data, self.measured_at, self.names = model, data, measured_at, names
-        self.mean_fixed, self.scv_fixed, self.delay_fixed, self.t_ref = mean_fixed, scv_fixed, delay_fixed, t_ref
+        self.mean_fixed, self.scv_fixed = mean_fixed, scv_fixed
+        self.delay_fixed, self.t_ref = delay_fixed, t_ref
         # The queue alone: a constant delay shifts the bounds instead (see probabilities).
         self._queue = QueueModel(model.discipline, model.family, None, model.slices, model.admission,
                                  model.slice_delay)
@@ -240,7 +242,8 @@ class _BucketModel:
         cdf = np.where(np.isinf(t) & (t > 0), 1.0, np.where(finite, value, 0.0))
         # A bucket's lower bound is the previous bucket's upper bound within its window.
         first = np.r_[True, d.window[1:] != d.window[:-1]]
-        low = np.where(first[None, :], 0.0, np.concatenate([np.zeros((cdf.shape[0], 1)), cdf[:, :-1]], axis=1))
+        previous = np.concatenate([np.zeros((cdf.shape[0], 1)), cdf[:, :-1]], axis=1)
+        low = np.where(first[None, :], 0.0, previous)
         unstable = ~np.all(np.isfinite(lt), axis=(1, 2))
         p = np.maximum(cdf - low, 0.0)
         p[unstable] = np.nan
@@ -323,8 +326,8 @@ def from_histograms(
     ValueError
         Malformed windows (no ``+Inf`` bucket, decreasing cumulative counts, counts not
         matching the bounds, no arrival rate), an unknown discipline, family or
-        ``measured_at``, ``rr`` with idle admission and ``in_process``, or more free parameters than the buckets
-        can carry.
+        ``measured_at``, ``rr`` with idle admission and ``in_process``, or more free parameters
+        than the buckets can carry.
 
     Warns
     -----
@@ -535,7 +538,8 @@ def _bounds(bm: _BucketModel, data: _Windows, opts) -> tuple[np.ndarray, np.ndar
             # The smallest time seen lies in the first non-empty bucket of some window: the delay
             # is below that bucket's upper bound (below its lower bound if that is above zero).
             nonempty = (data.counts > 0) & np.isfinite(data.upper)
-            first = [data.upper[nonempty & (data.window == w)].min() for w in np.unique(data.window[nonempty])]
+            first = [data.upper[nonempty & (data.window == w)].min()
+                     for w in np.unique(data.window[nonempty])]
             lo.append(0.0)
             hi.append(float(min(first)) / bm.t_ref if first else 1.0)
     return np.array(lo), np.array(hi)
@@ -601,7 +605,8 @@ def _result(bm: _BucketModel, data: _Windows, opts, theta, sol, lo_b, hi_b, mean
     model = bm.model
     res = HistogramFit(
         f"{model.discipline.upper()} queue, {model.family} CPU time"
-        + ("" if model.delay is None else f" + {model.delay} delay") + f" (histograms measured at the {measured_at})",
+        + ("" if model.delay is None else f" + {model.delay} delay")
+        + f" (histograms measured at the {measured_at})",
         confidence_level=opts.confidence, n_observations=data.size,
         method="maximum likelihood on the bucket counts (multinomial; scipy trust-region reflective); "
                "Wald intervals from the window-clustered sandwich covariance")
@@ -656,7 +661,8 @@ def _result(bm: _BucketModel, data: _Windows, opts, theta, sol, lo_b, hi_b, mean
     # tables: per bucket and per window
     p = bm.probabilities(theta[None, :])[0]
     total = data.n[data.window]
-    obs_cum, model_cum = _within_window_cumsum(data.counts, data.window), _within_window_cumsum(p, data.window)
+    obs_cum = _within_window_cumsum(data.counts, data.window)
+    model_cum = _within_window_cumsum(p, data.window)
     finite = np.isfinite(data.upper)
     res.comparison_ = pd.DataFrame({
         "window": data.window[finite], "arrival_rate": data.lam[data.window][finite],
@@ -690,9 +696,9 @@ def _result(bm: _BucketModel, data: _Windows, opts, theta, sol, lo_b, hi_b, mean
                               "converging (raise max_nfev)")
     if not miss.size:
         res._warn(FitWarning, f"the buckets are too coarse to judge the fit: no bucket bound has "
-                              f"{_MIN_TAIL_COUNT} requests on each side in any window (most requests fall in one "
-                              "bucket); the model is checked only by the bucket counts, and a histogram with "
-                              "finer buckets around the typical latency would test it")
+                              f"{_MIN_TAIL_COUNT} requests on each side in any window (most requests fall in "
+                              "one bucket); the model is checked only by the bucket counts, and a histogram "
+                              "with finer buckets around the typical latency would test it")
     if rms_miss > _MAX_RMS:
         worst = int(np.argmax(res.windows_["deviance"]))
         res._warn(FitWarning, f"the model misses the histograms: at the bucket bounds its times are "
