@@ -192,6 +192,12 @@ def _rescored(tmp_path, run: str, rows: int) -> dict:
     return summary
 
 
+def _in_process_text(tmp_path) -> str:
+    """The re-scored run's text (user_path.txt) of the fit from the in-process histogram."""
+    text = (tmp_path / "run" / "user_path.txt").read_text()
+    return text.split("-- from the in_process histogram", 1)[1].split("-- from the proxy", 1)[0]
+
+
 def test_the_saved_full_run_is_predicted_as_the_readme_says(tmp_path):
     """The full run of 2026-12-05 (validation/runs/2026-12-05-user-path: a real Koa server's
     Prometheus answers over 12-minute days, and the clients' latencies measured at 70 % and 80 %
@@ -261,8 +267,7 @@ def test_a_day_where_the_fits_miss_says_so(tmp_path):
     with a delay, -28 % and -16 %) keeps both measured p99s inside its 90 % interval.  The figures
     are validation/README.md's; a change may raise these counts but not lower them without saying so."""
     summary = _rescored(tmp_path, "2026-12-06b-user-path-immediate-seed4", 4)
-    text = (tmp_path / "run" / "user_path.txt").read_text()
-    in_process = text.split("-- from the in_process histogram", 1)[1].split("-- from the proxy", 1)[0]
+    in_process = _in_process_text(tmp_path)
     assert "RR queue" in in_process and "kept although its gain" in in_process, in_process[-2000:]
     assert "misses the histograms" not in in_process, in_process[-2000:]
     inside = summary["met"]["in_process"]
@@ -273,7 +278,7 @@ def test_a_day_where_the_fits_miss_says_so(tmp_path):
     for row in summary["rows"]:
         assert row["runs"] == 5, row
         if row["histogram"] == "in_process":
-            assert row["chosen"] == "rr gamma" and row["p99_error"] < 0.40, row
+            assert row["chosen"] == "rr gamma" and abs(row["p99_error"]) < 0.40, row
 
 
 def test_a_fourth_setimmediate_day_scored_after_the_guard_changed(tmp_path):
@@ -285,8 +290,7 @@ def test_a_fourth_setimmediate_day_scored_after_the_guard_changed(tmp_path):
     validation/README.md has them; a change may raise these counts but not lower them without
     saying so there."""
     summary = _rescored(tmp_path, "2026-12-06c-user-path-immediate-seed5", 4)
-    text = (tmp_path / "run" / "user_path.txt").read_text()
-    in_process = text.split("-- from the in_process histogram", 1)[1].split("-- from the proxy", 1)[0]
+    in_process = _in_process_text(tmp_path)
     assert "RR queue" in in_process and "kept although its gain" not in in_process, in_process[-2000:]
     proxy = summary["met"]["proxy"]
     assert proxy["p99"] >= 2 and proxy["p99_covered"] >= 2, proxy
