@@ -134,12 +134,9 @@ def light_tail() -> None:
     rho = np.linspace(0.02, 0.16, 24)[:, None]
     q = np.broadcast_to(levels, (rho.size, levels.size))
     r = np.broadcast_to(rho, q.shape)
-    with np.load(table.path(det.PS_DETERMINISTIC)) as data:
-        k = np.searchsorted(det.RHO, r)
-        resolved = np.minimum(data["z_resolved"][k - 1], data["z_resolved"][k])
     a = det.atom(r)
     p = np.clip((q - a) / (1 - a), 1e-300, None)
-    beyond = (q > a) & (np.log(-np.log1p(-p)) > resolved)
+    beyond = (q > a) & (np.log(-np.log1p(-p)) > det.direct_resolved(r))
     fast = best_ms(lambda: ps.response_quantile(q, r, svc))
     slow = direct_ms(lambda: ps.response_quantile(q[beyond], r[beyond], svc))
     print(f"M/D/1-PS, {q.size} points (24 light loads x 40 levels), {int(beyond.sum())} beyond the resolved "

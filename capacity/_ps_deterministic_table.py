@@ -133,6 +133,17 @@ def available() -> bool:
     return not _quantile_table.disabled and _table() is not None
 
 
+def direct_resolved(rho: np.ndarray) -> np.ndarray:
+    """The highest conditional level z the direct computation resolves at each utilisation (the
+    lower of its two neighbouring rows'): above it the table answers by its rows' lines
+    (:func:`_filled`).  For the benchmark and the tests, which compare the two regimes."""
+    with np.load(_quantile_table.path(PS_DETERMINISTIC)) as data:
+        top = np.minimum(data["z_resolved"], Z[-1])
+    rho = np.asarray(rho, dtype=float)
+    k = np.clip(np.searchsorted(RHO, rho) - 1, 0, RHO.size - 2)
+    return np.where(rho <= RHO[0], top[0], np.minimum(top[k], top[k + 1]))
+
+
 def _log_t(z: np.ndarray, rho: np.ndarray) -> np.ndarray:
     """log(t_p / S) at conditional level z (flat arrays, z inside the levels)."""
     r = np.clip(rho, RHO[0], RHO[-1])

@@ -103,10 +103,7 @@ def test_beyond_the_resolved_levels_the_rows_line_against_simulation(rho):
     svc = Service.deterministic(1.0)
     q = 0.9999
     a = det.atom(rho)
-    with np.load(table.path(det.PS_DETERMINISTIC)) as data:
-        k = np.searchsorted(det.RHO, rho)
-        resolved = min(data["z_resolved"][k - 1], data["z_resolved"][k])
-    assert np.log(-np.log1p(-(q - a) / (1 - a))) > resolved          # the line, not the spline
+    assert np.log(-np.log1p(-(q - a) / (1 - a))) > det.direct_resolved(rho)   # the line, not the spline
     res = simulate(rho, svc, discipline="ps", horizon=1e6 / rho, seed=17)
     ci = res.confidence_interval(q, level=0.99, warmup=100.0)
     got = float(ps.response_quantile(q, rho, svc))
