@@ -87,6 +87,9 @@ class PercentileFit(FitResult):
     _residuals = None
     _dispersion = 1.0
     _bound_profiles = None
+    # The CPU per request by the other reading of the utilisation law over the held one
+    # (capacity.fit._cpu_law); None where the mean is not held or the windows show no background.
+    _mean_alternative: float | None = None
 
     def predict(self, q: ArrayLike, arrival_rate: ArrayLike, servers: ArrayLike | None = None,
                 interval: float | None = None, window: float | None = None):
@@ -103,8 +106,12 @@ class PercentileFit(FitResult):
         fit's own miss of its data ``m`` (RMS relative error of the percentiles; for histograms
         the RMS miss in log time at the bucket bounds), the model error made explicit; the
         draws stay within the fit's search bounds, and the interval is widened to hold the
-        estimate where their central range misses it.  ``high`` is ``inf`` where some plausible
-        parameters make the queue unstable at that load.
+        estimate where their central range misses it.  Where the CPU per request is held by the
+        utilisation law and the windows' CPU shows a background (busy cores at zero QPS), the same
+        draws are made again with the mean of the requests on cores slowed by that background
+        instead of the ratio the fit holds (:mod:`capacity.fit._cpu_law`): a day cannot tell which
+        holds at a peak; the interval is then the union of the two readings' central ranges.
+        ``high`` is ``inf`` where some plausible parameters make the queue unstable at that load.
 
         With ``window`` (seconds) as well, the interval is for the quantile *measured* over that
         much traffic -- a load test, a peak minute, pooled runs -- rather than the long-run one: each
@@ -201,12 +208,27 @@ class PercentileFit(FitResult):
             k = int(round(n * weight))
             if weight >= 0.01 and k > 0:
                 sets += fit._own_draws(k)
-        return sets
+        # The held CPU reading's draws first, the other reading's after: the first rows (and their
+        # seeded model errors) are then those of a fit without the second reading.
+        return sorted(sets, key=lambda s: isinstance(s[0], _MeanScaled))
 
     def _own_draws(self, n: int) -> list:
-        """[(space, thetas)]: parameter sets drawn from this fit's own sampling distribution."""
+        """[(space, thetas)]: parameter sets drawn from this fit's own sampling distribution; with
+        a second reading of the held CPU per request (``_mean_alternative``), the same sets again
+        with that mean (in a :class:`_MeanScaled` space)."""
+        sets = self._parameter_draws(n)
+        factor = self._mean_alternative
+        if factor is None or not sets:
+            return sets
+        (space, thetas), = sets
+        return [(space, thetas), (_MeanScaled(space, factor), thetas)]
+
+    def _parameter_draws(self, n: int) -> list:
+        """[(space, thetas)]: ``n`` sets of the search parameters drawn from their sampling
+        distribution (the estimate ``n`` times where none is free, so that the model error spreads
+        it and a candidate weighs by its draws; none without a covariance)."""
         if not self._theta.size:
-            return [(self._space, self._theta[None, :])]
+            return [(self._space, np.zeros((n, 0)))]
         if self.covariance_ is None:
             return []
         rng = np.random.default_rng(20261203)
@@ -295,8 +317,11 @@ class PercentileFit(FitResult):
                           "behind each set of percentiles)", IdentifiabilityWarning, stacklevel=stacklevel)
             return np.full(shape, np.nan), np.full(shape, np.nan)
         with np.errstate(all="ignore"):
-            allx = np.concatenate([np.asarray(evaluate(space, thetas), dtype=float) for space, thetas in sets],
-                                  axis=0)
+            parts = [np.asarray(evaluate(space, thetas), dtype=float) for space, thetas in sets]
+        allx = np.concatenate(parts, axis=0)
+        # Which rows read the held CPU per request the other way (capacity.fit._cpu_law).
+        other = np.concatenate([np.full(x.shape[0], isinstance(space, _MeanScaled))
+                                for x, (space, _) in zip(parts, sets)])
         if model_error:
             allx = self._with_model_error(allx)
         if luck is not None:
@@ -305,7 +330,10 @@ class PercentileFit(FitResult):
         # inf (unstable draws) held as the largest float while interpolating: inf - inf is NaN.
         big = np.finfo(float).max
         allx = np.where(np.isposinf(allx), big, allx)
-        low, high = np.quantile(allx, tail, axis=0), np.quantile(allx, 1.0 - tail, axis=0)
+        # The union of each reading's central range (one reading alone: its own range).
+        groups = [rows for rows in (~other, other) if rows.any()]
+        low = np.min([np.quantile(allx[rows], tail, axis=0) for rows in groups], axis=0)
+        high = np.max([np.quantile(allx[rows], 1.0 - tail, axis=0) for rows in groups], axis=0)
         return tuple(np.where(b > 1e300, np.inf, b) for b in (low, high))
 
     def _model_error(self) -> float:
@@ -469,6 +497,24 @@ class PercentileFit(FitResult):
         return {"discipline": self.discipline, "family": self.family, "servers": self.servers,
                 "delay": self._model.delay, "slices": self.slices_, "admission": self.admission_,
                 "slice_delay": self.slice_delay_}
+
+
+class _MeanScaled:
+    """A fit's prediction space whose service-time mean is multiplied by ``factor`` (the other
+    reading of a held CPU per request, :mod:`capacity.fit._cpu_law`)."""
+
+    def __init__(self, space, factor: float):
+        self.space, self.factor = space, factor
+        self.model, self.names, self.t_ref = space.model, space.names, space.t_ref
+        self.lo, self.hi = space.lo, space.hi
+
+    def unpack(self, theta: np.ndarray) -> dict:
+        params = dict(self.space.unpack(np.atleast_2d(theta)))
+        params["mean"] = params["mean"] * self.factor
+        return params
+
+    def quantiles_at(self, theta, q, lam, servers) -> np.ndarray:
+        return self.model.quantiles(self.unpack(theta), q, lam, servers)
 
 
 def _window_needs_interval(window) -> None:

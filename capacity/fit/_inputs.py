@@ -77,11 +77,25 @@ class PercentileObservations:
         util = self.utilization
         if np.isnan(util).any():
             return None, 0.0
-        first = np.array([np.flatnonzero(self.obs_index == i)[0] for i in range(self.n_obs)])
-        lam_o, srv_o = self.lam[first], self.servers[first]
+        lam_o, srv_o = self._per_observation()
         per = util * srv_o / lam_o
         mean = float(np.sum(util * srv_o) / np.sum(lam_o))
         return mean, (float(np.ptp(per) / mean) if per.size > 1 else 0.0)
+
+    def cpu_readings(self):
+        """Both readings of the utilisation law (:func:`capacity.fit._cpu_law.cpu_readings`);
+        None without utilisation."""
+        if np.isnan(self.utilization).any():
+            return None
+        from ._cpu_law import cpu_readings
+
+        lam_o, srv_o = self._per_observation()
+        return cpu_readings(lam_o, self.utilization, srv_o)
+
+    def _per_observation(self) -> tuple[np.ndarray, np.ndarray]:
+        """Each observation's arrival rate and servers (the percentile rows repeat them)."""
+        first = np.array([np.flatnonzero(self.obs_index == i)[0] for i in range(self.n_obs)])
+        return self.lam[first], self.servers[first]
 
 
 def _one_percentile_map(p, where: str):

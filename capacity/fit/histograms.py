@@ -19,6 +19,7 @@ from .._checks import as_float_array, check_choice, check_discipline, check_serv
 from ..exceptions import FitWarning, IdentifiabilityWarning
 from ._inputs import check_percentile_options
 from ._bound_profile import on_bound
+from ._cpu_law import cpu_readings, hold_readings
 from ._intervals import WaldIntervals
 from ._model import (MEASURED_AT, SCV_DOMAIN, TWO_PARAM, QueueModel, check_measured_at, make_service,
                      measured_quantiles)
@@ -348,7 +349,10 @@ def from_histograms(
     reflective) over ``log E[S]``, ``log scv`` and the delay, with a forward-difference
     Jacobian computed in one batched model call.  With every window's utilisation the mean is
     held by the utilisation law ``E[S] = sum(U_w c_w) / sum(lambda_w)`` as in
-    :func:`from_percentiles` (so CPU spent outside requests counts as request cost).
+    :func:`from_percentiles` (so CPU spent outside requests counts as request cost); where the
+    windows' CPU against their rate shows a background (busy cores at zero QPS), the summary has
+    a ``background`` row and the prediction intervals span the other reading too, requests on
+    cores slowed by that background (:mod:`capacity.fit._cpu_law`).
 
     F_w comes from the model's quantiles at 40 levels from q = 0.001 to 1 - 1e-6 (the shipped
     tables' levels, so tabled models answer from their splines), ``log t`` linear in
@@ -500,9 +504,10 @@ def _fit_one(data: _Windows, opts, measured_at: str, start: np.ndarray | None = 
                          "'constant', 'auto' or a number of seconds")
     model = QueueModel(opts.discipline, opts.family, opts.delay, slices=opts.slices_fixed or 1,
                        admission=opts.admission, slice_delay=opts.slice_delay)
-    mean_fixed = None
+    mean_fixed, readings = None, None
     if not np.isnan(data.util).any():
-        mean_fixed = float(np.sum(data.util * data.servers) / np.sum(data.lam))
+        readings = cpu_readings(data.lam, data.util, data.servers)
+        mean_fixed = readings.mean
     names = [] if mean_fixed is not None else ["log_mean"]
     if opts.family in TWO_PARAM and opts.scv_fixed is None:
         names.append("log_scv")
@@ -516,7 +521,10 @@ def _fit_one(data: _Windows, opts, measured_at: str, start: np.ndarray | None = 
     t_ref = float(np.median(data.upper[np.isfinite(data.upper)]))
     bm = _BucketModel(model, data, measured_at, names, mean_fixed, opts.scv_fixed, opts.delay_fixed, t_ref)
     theta, sol, lo_b, hi_b = _solve(bm, data, opts, start)
-    return _result(bm, data, opts, theta, sol, lo_b, hi_b, mean_fixed, measured_at)
+    res = _result(bm, data, opts, theta, sol, lo_b, hi_b, mean_fixed, measured_at)
+    if readings is not None:
+        hold_readings(res, readings)
+    return res
 
 
 def _bounds(bm: _BucketModel, data: _Windows, opts) -> tuple[np.ndarray, np.ndarray]:

@@ -26,6 +26,7 @@ from ._inputs import (
 )
 from ._intervals import WaldIntervals, consistent_slices, percentile_covariance, slices_noise, whitening
 from ._model import MEASURED_AT, TWO_PARAM, QueueModel, check_measured_at, make_service
+from ._cpu_law import hold_readings
 from ._rr_candidates import RR_ADMISSIONS, rr_can_be_told
 from ._fitted import PercentileFit, Prediction, servers_text
 from ._selection import candidate_families, candidate_grid, qaic_scores, select
@@ -84,7 +85,10 @@ def from_percentiles(
         observation.  Holds the mean through the utilisation law
         ``E[S] = sum(U_i servers_i) / sum(lambda_i)`` (so CPU spent outside
         requests -- GC, timers -- counts as request cost; see
-        :func:`capacity.fit.from_utilization` to separate it).
+        :func:`capacity.fit.from_utilization` to separate it).  Where five or more
+        observations' CPU against their rate shows such a background, the summary has a
+        ``background`` row and the prediction intervals span the other reading too, requests
+        on cores slowed by it (:mod:`capacity.fit._cpu_law`).
     delay : "auto", None, "constant", "lognormal" or float, default "auto"
         Non-CPU latency added to every response (IO, database, network; it
         holds no CPU so it does not queue).  A number holds it fixed (seconds);
@@ -420,6 +424,9 @@ def _fit_model(space: SearchSpace, opts: PercentileOptions, obs: PercentileObser
     slices_range = _record_slices(res, opts, space, profile, slices_noise(delta), m)
     wald = WaldIntervals(res.covariance_, space.names, opts.confidence, space.t_ref)
     _record_parameters(res, space, pars, wald, mean_fixed, slices_range, opts.slice_candidates)
+    readings = obs.cpu_readings() if mean_fixed is not None else None
+    if readings is not None:
+        hold_readings(res, readings)
     comp = _record_quality(res, obs, sol, p)
 
     busiest = float(np.max(obs.lam * res.cpu_per_request_ / obs.servers))
