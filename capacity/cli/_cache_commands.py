@@ -101,10 +101,10 @@ def _add_cache(sub) -> None:
 def _add_endpoints(sub) -> None:
     t = _T
     en = sub.add_parser("endpoints", help="per-endpoint latency on one event loop or pool; what to optimise first",
-                        description="Endpoints sharing one queue: each endpoint's mean latency (processor sharing "
-                                    "slows all by one factor, FCFS makes all wait the same queue), which endpoint "
-                                    "to optimise first (SLO ceiling gained per ms saved), and what moving one to "
-                                    "its own process buys.",
+                        description="Endpoints sharing one queue: each endpoint's mean and p99 latency "
+                                    "(processor sharing slows all by one factor, FCFS makes all wait the "
+                                    "same queue), which endpoint to optimise first (SLO ceiling gained per ms "
+                                    "saved), and what moving one to its own process buys.",
                         epilog=ENDPOINTS_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     en.add_argument("endpoints", type=_endpoint_specs, metavar="NAME=RATE:CPU[:SCV],...",
                     help="each endpoint's rate and mean CPU per request (scv default 1)")

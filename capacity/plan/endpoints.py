@@ -40,9 +40,10 @@ class EndpointMix(Result):
     table : pandas.DataFrame
         One row per endpoint (index ``endpoint``): ``arrival_rate``, ``mean_cpu_s``, ``scv``,
         ``cpu_share`` (its share of the CPU), ``mean_response_s``, ``slowdown``
-        (``mean_response / mean_cpu``), under FCFS ``mean_wait_s`` and ``pQ_s`` (its response
-        percentile), ``capacity_gain_qps_per_ms`` and ``ceiling_gain_qps_per_ms`` (total QPS gained
-        per millisecond of CPU saved on one of its requests), and with ``isolate``
+        (``mean_response / mean_cpu``), under FCFS ``mean_wait_s``, ``pQ_s`` (its response
+        percentile at ``q``; under PS on one core only), ``capacity_gain_qps_per_ms`` and
+        ``ceiling_gain_qps_per_ms`` (total QPS gained per millisecond of CPU saved on one of its
+        requests), and with ``isolate``
         ``mean_response_split_s`` (that endpoint on its own process, the rest as before) and
         ``mean_response_pooled_s`` (all endpoints on the cores of both).
     utilization : float
@@ -68,7 +69,7 @@ class EndpointMix(Result):
     isolated_servers: int
     discipline: str
     slo: dict
-    q: float
+    q: float | None
     explanation: str
 
     _headline: ClassVar[tuple[str, ...]] = ("utilization", "ceiling_qps", "optimise_first", "isolate")
@@ -137,9 +138,32 @@ def _fcfs_quantiles(q: float, lam: float, mix: Service, c: int, laws: list[Servi
     return np.exp(0.5 * (lo + hi))
 
 
+def _ps_quantiles(q: float, lam: float, rates: np.ndarray, laws: list[Service]) -> np.ndarray:
+    """The q quantile of each endpoint's response on one processor-sharing core: its own CPU law
+    exact, the others' through the three-moment PH fit of the mix (:mod:`capacity._ps_tagged`);
+    Illinois iterations on ``-log P(T_i > t)`` in log t from the endpoint's own quantile (PS never
+    beats the CPU time) to a bracket widened as needed."""
+    from .._common import solve_increasing
+    from .._ps_tagged import tagged_sf
+    from ..phasetype import _moment_fit
+
+    w = rates / rates.sum()
+    moments = [sum(wi * float(s.moment(k)) for wi, s in zip(w, laws)) for k in (1, 2, 3)]
+    beta, tm = _moment_fit(*moments)
+    # Each endpoint's own quantile bounds its response from below (kept off 0 for the log).
+    own = np.maximum([float(s.ppf(q)) for s in laws], 1e-9 * moments[0])
+
+    def log_tail(t: np.ndarray) -> np.ndarray:
+        return -np.log(np.maximum(tagged_sf(t, lam, beta, tm, laws), 1e-300))
+
+    return solve_increasing(log_tail, np.full(own.size, -math.log1p(-q)), own,
+                            own * 2.0 / (1.0 - lam * moments[0]), rtol=1e-7)
+
+
 def endpoint_mix(endpoints: Mapping[str, tuple] | pd.DataFrame, servers: int = 1, discipline: str = "ps",
                  slo: Mapping[float, float] | None = None, *, arrival_rate: float | None = None,
-                 isolate: str | None = None, isolated_servers: int = 1, q: float = 0.99) -> EndpointMix:
+                 isolate: str | None = None, isolated_servers: int = 1,
+                 q: float | None = 0.99) -> EndpointMix:
     """Per-endpoint latency of endpoints sharing one queue, which to optimise first, and what isolating one buys.
 
     Parameters
@@ -162,8 +186,9 @@ def endpoint_mix(endpoints: Mapping[str, tuple] | pd.DataFrame, servers: int = 1
         An endpoint to move to its own process(es) of ``isolated_servers`` cores.
     isolated_servers : int, optional
         Cores of that process (default 1).
-    q : float, optional
-        FCFS per-endpoint percentile (default 0.99).
+    q : float or None, optional
+        The per-endpoint response percentile of the table (default 0.99; None: none, the means
+        alone, which are faster under PS).  Under PS it is computed on one core only.
 
     Returns
     -------
@@ -178,8 +203,15 @@ def endpoint_mix(endpoints: Mapping[str, tuple] | pd.DataFrame, servers: int = 1
     *Processor sharing*: ``E[T | S = x] = x E[T] / E[S]`` exactly for any service law on any
     number of cores (one core: ``x / (1 - rho)``; Kleinrock 1976, eq. 4.17; Cohen 1979), so every
     endpoint is slowed by the same factor: a 1 ms static file by as much as a 40 ms API call.
-    Per-endpoint percentiles under PS need the conditional sojourn law and are not computed
-    (simulate with :func:`capacity.simulate`).
+    Per-endpoint percentiles under PS (one core) come from the conditional sojourn law of a
+    request of size ``x`` (Ott 1984), integrated over the endpoint's own CPU law
+    (:mod:`capacity._ps_tagged`); the other requests enter through the three-moment PH fit of the
+    mix (Whitt 1982), the one approximation.  Against the simulator (8 x 2000 s, three endpoints
+    of gamma scv 0.5, lognormal scv 2 and exponential CPU at utilisation 0.36, 0.71 and 0.89): p99
+    within -2.5 % to +1.5 %, each within about two standard errors of the simulation's; with one
+    endpoint it is the queue's own quantile (M/M/1, M/E2/1 and M/H2/1-PS at p50-p99.9: within
+    0.34 %, the Euler inversion beside the request's own size).  On several cores they are
+    not computed (the mix on c cores has no tagged-request transform here).
 
     *FCFS*: with Poisson arrivals an arriving request sees the time-average queue (PASTA) and its
     wait does not depend on its own size, so ``T_i = W + S_i`` with ``W`` the wait of the mix:
@@ -201,7 +233,10 @@ def endpoint_mix(endpoints: Mapping[str, tuple] | pd.DataFrame, servers: int = 1
 
     References
     ----------
-    L. Kleinrock, *Queueing Systems, Vol. 2* (1976), section 4.4.  J. W. Cohen, "The multiple
+    L. Kleinrock, *Queueing Systems, Vol. 2* (1976), section 4.4.  T. J. Ott, "The sojourn-time
+    distribution in the M/G/1 queue with processor sharing", J. Appl. Prob. 21 (1984) 360-378.
+    W. Whitt, "Approximating a point process by a renewal process, I: two basic methods",
+    Operations Research 30 (1982) 125-147.  J. W. Cohen, "The multiple
     phase service network with generalized processor sharing", Acta Informatica 12 (1979)
     245-284.  M. Harchol-Balter, *Performance Modeling and Design of Computer Systems* (2013),
     ch. 23 and 30.  Seed article 000: "故障期间连服务器上的静态资源文件也拉不下来".
@@ -220,7 +255,7 @@ def endpoint_mix(endpoints: Mapping[str, tuple] | pd.DataFrame, servers: int = 1
     names, rates, laws = _endpoints(endpoints, arrival_rate)
     c, c_iso = int(check_servers(servers)), int(check_servers(isolated_servers, "isolated_servers"))
     check_discipline(discipline, ("fcfs", "ps"))
-    level = float(check_quantile(q, "q"))
+    level = None if q is None else float(check_quantile(q, "q"))
     if isolate is not None and isolate not in names:
         raise ValueError(f"isolate must be one of the endpoints {names}, got {isolate!r}")
     lam = float(rates.sum())
@@ -234,7 +269,10 @@ def endpoint_mix(endpoints: Mapping[str, tuple] | pd.DataFrame, servers: int = 1
                           "mean_response_s": resp, "slowdown": resp / m}, index=pd.Index(names, name="endpoint"))
     if discipline == "fcfs":
         table["mean_wait_s"] = wait
+    if level is not None and discipline == "fcfs":
         table[f"{_fmt_q(level)}_s"] = _fcfs_quantiles(level, lam, mix, c, laws) if rho < 1 else np.inf
+    elif level is not None and c == 1:
+        table[f"{_fmt_q(level)}_s"] = _ps_quantiles(level, lam, rates, laws) if rho < 1 else np.inf
     slo = {0.99: 0.5} if slo is None else slo
     ceil, gain = _ceiling_gains(rates, laws, c, slo, discipline)
     table["capacity_gain_qps_per_ms"] = c * (rates / lam) / mean_s ** 2 * 1e-3
@@ -295,6 +333,10 @@ def _explain(r: dict) -> str:
         text = (f" Processor sharing slows every request by the same factor, {t['slowdown'].iloc[0]:.3g}: "
                 f"{small} takes {_fmt_time(t.loc[small, 'mean_response_s'])} for {_fmt_time(t.loc[small, 'mean_cpu_s'])} "
                 f"of CPU, {big} {_fmt_time(t.loc[big, 'mean_response_s'])} for {_fmt_time(t.loc[big, 'mean_cpu_s'])}.")
+        col = None if r["q"] is None else f"{_fmt_q(r['q'])}_s"
+        if col in t:
+            text += (f" Their {_fmt_q(r['q'])}: {small} {_fmt_time(t.loc[small, col])}, "
+                     f"{big} {_fmt_time(t.loc[big, col])}.")
     else:
         text = (f" Every request first waits {_fmt_time(float(t['mean_wait_s'].iloc[0]))} on average behind the "
                 f"others: {small} takes {_fmt_time(t.loc[small, 'mean_response_s'])} for "
