@@ -360,6 +360,11 @@ def test_results_follow_the_protocol_and_progress_is_reported():
     r = plan.ramp_needed(60.0, 0.010, 3.0, warmup_requests=2000, timeout=1.0, progress=lambda d, t: calls.append((d, t)),
                          **FCFS)
     assert calls == [(1, 4), (2, 4), (3, 4), (4, 4)]
+    calls.clear()
+    plain = plan.warmup_transient(60.0, 0.010, 3.0, warmup_requests=2000, **FCFS)
+    shown = plan.warmup_transient(60.0, 0.010, 3.0, warmup_requests=2000, progress=lambda d, t: calls.append((d, t)),
+                                  **FCFS)
+    assert calls == [(1, 2), (2, 2)] and shown.to_dict() == plain.to_dict()
     for res in (r, r.no_ramp, plan.rolling_deploy(300.0, 0.010, 6, 2.0, warmup_time=10.0, ramp=20.0),
                 plan.warmup_simulation(30.0, 0.010, 2.0, warmup_time=5.0, horizon=20.0, replications=4, seed=1)):
         assert "\n" not in repr(res) and len(repr(res)) < 200

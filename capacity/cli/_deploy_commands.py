@@ -141,7 +141,8 @@ def _cmd_warmup(args: argparse.Namespace) -> tuple[dict, str]:
            f"{args.cold:g}x cold, {args.qps:g} QPS share"
     qcols = [f"{_q(q)}_s" for q in sorted(args.slo)]
     if args.ramp is not None:
-        res = plan.warmup_transient(args.qps, service, args.cold, ramp=args.ramp, **common)
+        res = plan.warmup_transient(args.qps, service, args.cold, ramp=args.ramp, progress=_stderr_progress(),
+                                    **common)
         text = [head + f", {_ms(args.ramp)} ramp", "", f"verdict: {res.verdict}", ""]
         text += _rows(res.table, ["admitted_rate", "multiplier", "utilization", "delay"] + qcols, 10)
     else:

@@ -135,7 +135,8 @@ def warmup_transient(arrival_rate: float, service: Service | float, cold_multipl
                      servers: int = 1, slo: Mapping[float, float] | None = None, discipline: str = "ps",
                      slices: int = 1, slice_delay: float = 0.0, admission: str = "fifo",
                      timeout: float | None = None, horizon: float | None = None,
-                     bucket: float | None = None) -> WarmupTransient:
+                     bucket: float | None = None,
+                     progress: Callable[[int, int], Any] | None = None) -> WarmupTransient:
     """The first minutes of a fresh process added under load: its p99, backlog and timeouts over time.
 
     Parameters
@@ -172,6 +173,10 @@ def warmup_transient(arrival_rate: float, service: Service | float, cold_multipl
     horizon, bucket : float, optional
         Length of the transient and the spacing of the table's rows, seconds (default: until the
         process is warm and any backlog has drained, and 120 rows).
+    progress : callable, optional
+        ``progress(done, total)`` after each of the two steps: the response curve (most of the
+        time: processor sharing on several cores with a non-exponential law computes it directly,
+        about 3 s for gamma CPU on four cores) and the march.
 
     Returns
     -------
@@ -305,9 +310,13 @@ def warmup_transient(arrival_rate: float, service: Service | float, cold_multipl
     law = _law(cold_multiplier, warmup_requests, warmup_time)
     r = _check_ramp(ramp)
     tau = None if timeout is None else float(check_positive(timeout, "timeout"))
+    tick = progress_ticker(progress, 2)
     ceil = _Ceilings(svc, c, slo, discipline, rr)
+    tick()
     span = _default_horizon(law, ceil, lam, r) if horizon is None else float(check_positive(horizon, "horizon"))
-    return _result(_transient(law, ceil, lam, r, span), law, ceil, lam, r, tau, span, bucket)
+    march = _transient(law, ceil, lam, r, span)
+    tick()
+    return _result(march, law, ceil, lam, r, tau, span, bucket)
 
 
 def _result(tr: dict, law: _Law, ceil: _Ceilings, lam: float, ramp: float, tau: float | None, span: float,
