@@ -151,7 +151,8 @@ def steal_whatif(service: Service | ArrayLike, servers: int = 1, slo: Mapping[fl
     to each request (Gaver 1962: ``Var[S_eff] = Var[S] / (1 - s)^2 + E[S] s v / (1 - s)``), so
     long steal periods hurt the tail more than this model says.  Checked against the simulator
     with steal as 0.5 ms interruptions of 10 ms requests (``tests/test_plan_steal.py``: mean and
-    p99 inside the 99 % intervals) and shown to be optimistic for 50 ms interruptions.  Steal that
+    p99 inside the 99 % intervals, FCFS on one core and processor sharing on four at 70 % of the
+    slowed capacity) and shown to be optimistic for 50 ms interruptions.  Steal that
     comes and goes over minutes (a neighbour's batch job) is a modulated capacity this model
     does not cover: read the table at the steal of the bad minutes.
 
