@@ -34,8 +34,8 @@ from ._fleet_command import _cmd_fleet
 from ._help import _example
 from ._logs_command import _cmd_logs
 from ._parser import build_parser
-from ._plan_commands import (_cmd_ceiling, _cmd_gc, _cmd_handoff, _cmd_jvm_gc, _cmd_scaling, _cmd_servers, _cmd_steal,
-                             _cmd_threads, _cmd_timeout)
+from ._plan_commands import (_cmd_ceiling, _cmd_gc, _cmd_handoff, _cmd_jvm_gc, _cmd_pool, _cmd_scaling, _cmd_servers,
+                             _cmd_steal, _cmd_threads, _cmd_timeout)
 # The argument types stay importable from here (tests call them directly).
 from ._types import (_fmt_pct, _fraction, _memory, _option, _percentiles, _rates,  # noqa: F401
                      _signed_fraction, _slo, _time)
@@ -43,7 +43,7 @@ from ._types import (_fmt_pct, _fraction, _memory, _option, _percentiles, _rates
 __all__ = ["build_parser", "main"]
 
 _COMMANDS = {"ceiling": _cmd_ceiling, "servers": _cmd_servers, "timeout": _cmd_timeout,
-             "scaling": _cmd_scaling, "gc": _cmd_gc, "jvm-gc": _cmd_jvm_gc, "threads": _cmd_threads, "handoff": _cmd_handoff,
+             "scaling": _cmd_scaling, "gc": _cmd_gc, "jvm-gc": _cmd_jvm_gc, "threads": _cmd_threads, "pool": _cmd_pool, "handoff": _cmd_handoff,
              "steal": _cmd_steal, "cache": _cmd_cache, "endpoints": _cmd_endpoints, "fit": _cmd_fit, "fleet": _cmd_fleet,
              "logs": _cmd_logs, "warmup": _cmd_warmup, "deploy": _cmd_deploy}
 

@@ -9,7 +9,7 @@ from ._cache_commands import _add_cache, _add_endpoints
 from ._deploy_commands import _add_deploy, _add_warmup
 from ._fleet_command import _add_fleet
 from ._help import (CEILING_HELP, EXAMPLE_HELP, FIT_HELP, GC_HELP, HANDOFF_HELP, MAIN_HELP, SCALING_HELP, SERVERS_HELP,
-                    JVM_GC_HELP, STEAL_HELP, THREADS_HELP, TIMEOUT_HELP)
+                    JVM_GC_HELP, POOL_HELP, STEAL_HELP, THREADS_HELP, TIMEOUT_HELP)
 from ._types import (_count, _counts, _delay, _fraction, _memory, _money, _nonneg_int, _option, _percentiles,
                      _positive, _rate, _rates, _scv, _signed_fraction, _slices, _slo, _steals, _time,
                      _time_or_zero, _util)
@@ -71,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"capacity {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for add in (_add_example, _add_ceiling, _add_servers, _add_timeout, _add_scaling, _add_gc, _add_threads,
-                _add_jvm_gc, _add_handoff, _add_steal, _add_cache, _add_endpoints, _add_fit, _add_fleet, _add_logs):
+                _add_jvm_gc, _add_handoff, _add_pool, _add_steal, _add_cache, _add_endpoints, _add_fit, _add_fleet, _add_logs):
         add(sub)
     _add_warmup(sub, _add_service)
     _add_deploy(sub, _add_service)
@@ -245,6 +245,29 @@ def _add_threads(sub) -> None:
     th.add_argument("--load", type=_positive, default=None, metavar="X",
                     help="measured load average, with --cpu-util, to compare")
     th.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+
+def _add_pool(sub) -> None:
+    po = sub.add_parser("pool", help="a thread pool's size, its cores shared by the runnable threads",
+                        description="Mean latency of tasks on a thread pool of each size: the threads share the "
+                                    "cores (processor sharing, a context switch each quantum when more are "
+                                    "runnable than there are cores) and hold their thread through blocking IO; "
+                                    "tasks beyond the pool wait for a free thread.",
+                        epilog=POOL_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    po.add_argument("--qps", type=_rate, required=True, metavar="RATE", help="tasks per second, e.g. 800")
+    po.add_argument("--cpu", type=_time, required=True, metavar="TIME", help="mean CPU of one task, e.g. 2ms")
+    po.add_argument("--io", type=_time_or_zero, default=0.0, metavar="TIME",
+                    help="mean blocking IO of one task, holding its thread (default 0)")
+    po.add_argument("--cores", type=_count, default=1, metavar="N", help="cores of the pool (default 1)")
+    po.add_argument("--threads", type=_counts, default=None, metavar="N[,N...]",
+                    help="pool sizes to compare (default: 1 to the size past which more change nothing)")
+    po.add_argument("--switch-cost", type=_time_or_zero, default=5e-6, metavar="TIME",
+                    help="CPU time of one context switch, caches refilled included (default 5us)")
+    po.add_argument("--quantum", type=_time, default=0.003, metavar="TIME",
+                    help="time a core runs one thread before switching (default 3ms)")
+    po.add_argument("--target", type=_time, default=None, metavar="TIME",
+                    help="mean response the pool should keep: the fewest threads that do")
+    po.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
 def _add_handoff(sub) -> None:

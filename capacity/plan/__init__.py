@@ -20,6 +20,7 @@ function                     question                                         an
 :func:`thread_demand`        how many threads, blocking calls or NIO?         :class:`ThreadDemand`
 :func:`cpu_load`             what load average at this CPU utilisation?       :class:`CpuLoad`
 :func:`pool_size`            how many pool threads for a latency SLO?         :class:`ServersNeeded`
+:func:`thread_pool`          latency against pool size, cores shared, switches :class:`ThreadPool`
 :func:`handoff_cost`         does handing a task to a pool pay?               :class:`HandoffCost`
 :func:`steal_whatif`         what does CPU steal cost; when to move host?     :class:`StealWhatIf`
 :func:`cache_ceiling`        what ceiling does a cache hit ratio buy?         :class:`CacheCeiling`
@@ -66,6 +67,7 @@ on its own):
 * :mod:`capacity.plan.gc` -- :func:`gc_whatif`, :func:`jvm_gc_whatif` (a request's service under GC
   pauses in ``_gc_service``; ``_pause_clock`` <- ``_gc_service`` <- ``gc``);
 * :mod:`capacity.plan.threads` -- :func:`thread_demand`, :func:`cpu_load`, :func:`pool_size`;
+* :mod:`capacity.plan.pool_on_cores` -- :func:`thread_pool`;
 * :mod:`capacity.plan.handoff` -- :func:`handoff_cost`;
 * :mod:`capacity.plan.steal` -- :func:`steal_whatif`;
 * :mod:`capacity.plan.cache` -- :func:`cache_service`, :func:`cache_ceiling`, :func:`cache_expiry`,
@@ -95,6 +97,7 @@ from .limits import RateLimits, rate_limits
 from .scaling import DISPATCHES, ScalingComparison, ScalingOption, compare_scaling, dispatch_response
 from .servers import ServersNeeded, servers_needed
 from .steal import StealWhatIf, steal_whatif
+from .pool_on_cores import ThreadPool, thread_pool
 from .threads import CpuLoad, ThreadDemand, cpu_load, pool_size, thread_demand
 from .timeouts import (
     CORE_P999_MULTIPLIER,
@@ -130,6 +133,7 @@ __all__ = [
     "CacheWhatIf",
     "EndpointMix",
     "ThreadDemand",
+    "ThreadPool",
     "TimeoutAdvice",
     "TimeoutSafeRate",
     "burst_tolerance",
@@ -153,6 +157,7 @@ __all__ = [
     "cache_whatif",
     "endpoint_mix",
     "thread_demand",
+    "thread_pool",
     "timeout_safe_rate",
     "RampNeeded",
     "RollingDeploy",
