@@ -28,7 +28,7 @@ from ._ps_transform import _ps1_sf_flat
 
 __all__: list[str] = []
 
-# Gauss-Legendre in the size quantile u on [0, F_i(t)].
+# Gauss-Legendre nodes on each of the two panels of sizes below t (:func:`_size_nodes`).
 _GL_U, _GL_W = np.polynomial.legendre.leggauss(16)
 _GL_U, _GL_W = 0.5 * (_GL_U + 1.0), 0.5 * _GL_W
 #: The body panel ends at the size t / 2 at most: the nodes near x = t, where the integrand rises

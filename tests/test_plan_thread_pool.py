@@ -127,22 +127,25 @@ def test_without_switching_more_threads_never_hurt(load, io_ratio, cores):
 
 
 def test_target_and_overload_are_said_plainly():
-    r = plan.thread_pool(800.0, 0.002, 0.020, cores=4, target=0.025)
+    r = plan.thread_pool(800.0, 0.002, 0.020, cores=4, max_mean_response=0.025)
     first_ok = int(r.table.index[r.table["mean_response_s"] <= 0.025].min())
     assert r.threads_needed == first_ok and f"needs {first_ok} threads" in r.explanation
     over = plan.thread_pool(2100.0, 0.002, 0.020, cores=4, threads=[8, 64])
     assert over.best_threads is None and np.isinf(over.table["mean_response_s"]).all()
     assert "No pool size keeps up" in over.explanation
     assert math.isinf(float(over.table.loc[64, "mean_wait_s"]))
+    short = plan.thread_pool(800.0, 0.002, 0.020, cores=4, threads=[8, 16])       # 17.6 threads held
+    assert short.best_threads is None and "hold 17.6 threads on average" in short.explanation
 
 
 @pytest.mark.parametrize("kwargs, name", [
-    (dict(arrival_rate=-1.0, cpu=0.002), "arrival_rate"), (dict(arrival_rate=10.0, cpu=0.0), "cpu"),
-    (dict(arrival_rate=10.0, cpu=0.002, io=-1.0), "io"), (dict(arrival_rate=10.0, cpu=0.002, cores=0), "cores"),
-    (dict(arrival_rate=10.0, cpu=0.002, threads=[0, 2]), "threads"),
-    (dict(arrival_rate=10.0, cpu=0.002, threads=[2.5]), "threads"),
-    (dict(arrival_rate=10.0, cpu=0.002, quantum=0.0), "quantum"),
-    (dict(arrival_rate=10.0, cpu=0.002, switch_cost=-1e-6), "switch_cost")])
+    (dict(arrival_rate=-1.0, service=0.002), "arrival_rate"), (dict(arrival_rate=10.0, service=0.0), "service"),
+    (dict(arrival_rate=10.0, service=0.002, delay=-1.0), "delay"), (dict(arrival_rate=10.0, service=0.002, cores=0), "cores"),
+    (dict(arrival_rate=10.0, service=0.002, threads=[0, 2]), "threads"),
+    (dict(arrival_rate=10.0, service=0.002, threads=[2.5]), "threads"),
+    (dict(arrival_rate=10.0, service=0.002, threads=[4096]), "threads"),
+    (dict(arrival_rate=10.0, service=0.002, quantum=0.0), "quantum"),
+    (dict(arrival_rate=10.0, service=0.002, switch_cost=-1e-6), "switch_cost")])
 def test_bad_input_names_the_parameter(kwargs, name):
     with pytest.raises(ValueError, match=name):
         plan.thread_pool(**kwargs)
@@ -153,8 +156,8 @@ def test_cli_pool_table_json_and_errors():
 
     from _cli import run_cli
 
-    code, out, _ = run_cli("pool", "--qps", "800", "--cpu", "2ms", "--io", "20ms", "--cores", "4",
-                           "--threads", "16,18,20,24,40", "--target", "25ms")
+    code, out, _ = run_cli("pool", "--qps", "800", "--cpu", "2ms", "--delay", "20ms", "--cores", "4",
+                           "--threads", "16,18,20,24,40", "--max-mean", "25ms")
     assert code == 0 and "A mean of 25 ms needs 24 threads." in " ".join(out.split())
     assert [line.split()[0] for line in out.splitlines()[3:8]] == ["16", "18", "20", "24", "40"]
     code, out, _ = run_cli("pool", "--qps", "450", "--cpu", "2ms", "--threads", "1,2", "--switch-cost", "50us", "--json")

@@ -23,7 +23,7 @@ examples:
   capacity gc --cpu 9.4ms --gc-share 27.5% --new-gc-share 7.14% --pause 47ms --new-pause 38ms
   capacity threads --qps 1000 --response 100ms --calls 3   # threads: blocking calls vs NIO
   capacity handoff --task 1.6ms --servers 2 --cpu-util 31% --burst 5ms   # does a thread pool pay?
-  capacity pool --qps 800 --cpu 2ms --io 20ms --cores 4   # a thread pool's size, its cores shared
+  capacity pool --qps 800 --cpu 2ms --delay 20ms --cores 4   # a thread pool's size, its cores shared
   capacity steal --cpu 25ms --servers 4 --qps 100 --max-loss 20%   # CPU steal: when to move host
   capacity cache --hit-cpu 1ms --miss-cpu 25ms --qps 60   # the ceiling a cache hit ratio buys
   capacity endpoints /api=20qps:40ms,/static=50qps:1ms   # per-endpoint latency on one event loop
@@ -101,8 +101,8 @@ examples:
 POOL_HELP = """\
 examples:
   # 800 tasks/s, 2 ms of CPU and 20 ms of blocking IO each, on 4 cores: which pool size?
-  capacity pool --qps 800 --cpu 2ms --io 20ms --cores 4
-  capacity pool --qps 800 --cpu 2ms --io 20ms --cores 4 --threads 16,18,20,24,40 --target 25ms
+  capacity pool --qps 800 --cpu 2ms --delay 20ms --cores 4
+  capacity pool --qps 800 --cpu 2ms --delay 20ms --cores 4 --threads 16,18,20,24,40 --max-mean 25ms
   capacity pool --qps 450 --cpu 2ms --threads 1,2,8 --switch-cost 50us   # pure CPU: one thread per core
 """
 

@@ -256,7 +256,7 @@ def _add_pool(sub) -> None:
                         epilog=POOL_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     po.add_argument("--qps", type=_rate, required=True, metavar="RATE", help="tasks per second, e.g. 800")
     po.add_argument("--cpu", type=_time, required=True, metavar="TIME", help="mean CPU of one task, e.g. 2ms")
-    po.add_argument("--io", type=_time_or_zero, default=0.0, metavar="TIME",
+    po.add_argument("--delay", type=_time_or_zero, default=0.0, metavar="TIME",
                     help="mean blocking IO of one task, holding its thread (default 0)")
     po.add_argument("--cores", type=_count, default=1, metavar="N", help="cores of the pool (default 1)")
     po.add_argument("--threads", type=_counts, default=None, metavar="N[,N...]",
@@ -265,8 +265,8 @@ def _add_pool(sub) -> None:
                     help="CPU time of one context switch, caches refilled included (default 5us)")
     po.add_argument("--quantum", type=_time, default=0.003, metavar="TIME",
                     help="time a core runs one thread before switching (default 3ms)")
-    po.add_argument("--target", type=_time, default=None, metavar="TIME",
-                    help="mean response the pool should keep: the fewest threads that do")
+    po.add_argument("--max-mean", type=_time, default=None, metavar="TIME",
+                    help="the mean response the pool should keep: the fewest threads that do")
     po.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 

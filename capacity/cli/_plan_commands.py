@@ -276,18 +276,19 @@ def _cmd_threads(args: argparse.Namespace) -> tuple[dict, str]:
 def _cmd_pool(args: argparse.Namespace) -> tuple[dict, str]:
     from .. import plan
 
-    res = plan.thread_pool(args.qps, args.cpu, args.io, cores=args.cores, threads=args.threads,
-                           switch_cost=args.switch_cost, quantum=args.quantum, target=args.target)
+    res = plan.thread_pool(args.qps, args.cpu, args.delay, cores=args.cores, threads=args.threads,
+                           switch_cost=args.switch_cost, quantum=args.quantum, max_mean_response=args.max_mean)
     t = res.table
-    data = {"command": "pool", "arrival_rate": args.qps, "cpu_s": args.cpu, "io_s": args.io, "cores": args.cores,
-            "switch_cost_s": args.switch_cost, "quantum_s": args.quantum, "target_s": args.target,
+    data = {"command": "pool", "arrival_rate": args.qps, "service_s": args.cpu, "delay_s": args.delay,
+            "cores": args.cores, "switch_cost_s": args.switch_cost, "quantum_s": args.quantum,
+            "max_mean_response_s": args.max_mean,
             "best_threads": res.best_threads, "threads_needed": res.threads_needed,
             "table": _jsonable(t), "explanation": res.explanation}
     shown = t if args.threads is not None or len(t) <= 12 else t.loc[sorted(
         {int(t.index[np.isfinite(t["mean_response_s"])].min()) if np.isfinite(t["mean_response_s"]).any()
          else int(t.index.min()), *(x for x in (res.best_threads, res.threads_needed) if x is not None),
          int(t.index.min()), int(t.index.max()), min(args.cores, int(t.index.max()))})]
-    io = f" + {_ms(args.io)} IO" if args.io > 0 else ", no IO"
+    io = f" + {_ms(args.delay)} IO" if args.delay > 0 else ", no IO"
     lines = [f"Thread pool: {args.qps:g} tasks/s, {_ms(args.cpu)} CPU{io}, {args.cores} "
              f"core{'s' if args.cores > 1 else ''}", "",
              f"{'threads':>8}{'mean':>11}{'wait':>11}{'P(wait)':>10}{'CPU':>8}{'switching':>11}"]

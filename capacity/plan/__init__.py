@@ -20,7 +20,7 @@ function                     question                                         an
 :func:`thread_demand`        how many threads, blocking calls or NIO?         :class:`ThreadDemand`
 :func:`cpu_load`             what load average at this CPU utilisation?       :class:`CpuLoad`
 :func:`pool_size`            how many pool threads for a latency SLO?         :class:`ServersNeeded`
-:func:`thread_pool`          latency against pool size, cores shared, switches :class:`ThreadPool`
+:func:`thread_pool`          which pool size, its threads sharing the cores?  :class:`ThreadPool`
 :func:`handoff_cost`         does handing a task to a pool pay?               :class:`HandoffCost`
 :func:`steal_whatif`         what does CPU steal cost; when to move host?     :class:`StealWhatIf`
 :func:`cache_ceiling`        what ceiling does a cache hit ratio buy?         :class:`CacheCeiling`

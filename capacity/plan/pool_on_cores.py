@@ -22,14 +22,15 @@ from scipy.special import gammaln, logsumexp
 
 from .._checks import check_nonnegative, check_positive, check_servers
 from .._result import Result
+from ..distributions import Service, as_service
 from ._text import _fmt_rate, _fmt_time
 
 __all__ = ["ThreadPool", "thread_pool"]
 
 ArrayLike = Any
 
-#: Largest pool size this computes (the normalising constants are O(n^2)).
-MAX_THREADS = 4096
+#: Largest pool size this computes (the normalising constants take (n + 1)^2 floats: 34 MB here).
+MAX_THREADS = 2048
 
 
 @dataclass(frozen=True, repr=False)
@@ -48,12 +49,12 @@ class ThreadPool(Result):
         The fewest threads whose mean response is within 0.1 % of the lowest (None when no size
         keeps up).
     threads_needed : int or None
-        The fewest threads whose mean response is at most ``target`` (None without a target or
-        when no size meets it).
+        The fewest threads whose mean response is at most ``max_mean_response`` (None without one
+        or when no size meets it).
     capacity_qps : float
         Tasks per second the cores complete at most (``c / E[S]``, no switching).
-    arrival_rate, cpu, io, cores, switch_cost, quantum, target
-        What was asked.
+    arrival_rate, service, delay, cores, switch_cost, quantum, max_mean_response
+        What was asked (``service`` the mean CPU per task).
     explanation : str
     """
 
@@ -62,12 +63,12 @@ class ThreadPool(Result):
     threads_needed: int | None
     capacity_qps: float
     arrival_rate: float
-    cpu: float
-    io: float
+    service: float
+    delay: float
     cores: int
     switch_cost: float
     quantum: float
-    target: float | None
+    max_mean_response: float | None
     explanation: str
 
     _headline: ClassVar[tuple[str, ...]] = ("best_threads", "threads_needed", "capacity_qps")
@@ -96,26 +97,26 @@ def _log_pool_constants(n_max: int, cpu: float, io: float, c: int, efficiency: f
     return log_g, busy, switching
 
 
-def thread_pool(arrival_rate: float, cpu: float, io: float = 0.0, cores: int = 1, *,
+def thread_pool(arrival_rate: float, service: Service | float, delay: float = 0.0, cores: int = 1, *,
                 threads: ArrayLike | None = None, switch_cost: float = 5e-6, quantum: float = 0.003,
-                target: float | None = None) -> ThreadPool:
+                max_mean_response: float | None = None) -> ThreadPool:
     """Mean latency of tasks on a thread pool of each size, its cores shared by the runnable threads.
 
     Parameters
     ----------
     arrival_rate : float
         Tasks per second submitted to the pool (> 0).
-    cpu : float
-        Mean CPU seconds of one task on an idle core (its switches in and out included);
-        exponential (see Notes).
-    io : float, optional
+    service : Service or float
+        CPU seconds of one task on an idle core (its switches in and out included); only its mean
+        enters, the model takes it as exponential (see Notes).
+    delay : float, optional
         Mean seconds a task blocks on IO while holding its thread (a downstream call, a disk read;
-        default 0); exponential.
+        default 0), taken as exponential.
     cores : int, optional
         Cores the pool's threads run on (default 1).
     threads : int or array_like of int, optional
         Pool sizes to compare (default 1 to the size past which more threads change nothing at
-        this load, at most 4096).
+        this load, at most 2048).
     switch_cost : float, optional
         Seconds one context switch costs a core -- the switch itself and the caches refilled
         after it (default 5 microseconds; measured 2-10 microseconds for the switch alone).
@@ -123,8 +124,8 @@ def thread_pool(arrival_rate: float, cpu: float, io: float = 0.0, cores: int = 1
         Seconds a core runs one thread before switching to another runnable one when more threads
         than cores are runnable (default 3 ms, the order of Linux CFS's minimum granularity,
         0.75 ms x (1 + log2 cores)).
-    target : float, optional
-        Mean response (seconds) the pool should keep: sets ``threads_needed``.
+    max_mean_response : float, optional
+        The mean response (seconds) the pool should keep: sets ``threads_needed``.
 
     Returns
     -------
@@ -196,12 +197,16 @@ def thread_pool(arrival_rate: float, cpu: float, io: float = 0.0, cores: int = 1
     [0.02, 0.0239]
     """
     lam = float(check_positive(arrival_rate, "arrival_rate"))
-    s = float(check_positive(cpu, "cpu"))
-    d = float(check_nonnegative(io, "io"))
+    svc = as_service(service, "service")
+    if np.ndim(svc.mean):
+        raise ValueError(f"service must have scalar parameters, got {service!r}")
+    s = float(svc.mean)
+    d = float(check_nonnegative(delay, "delay"))
     c = int(check_servers(cores, "cores"))
     sigma = float(check_nonnegative(switch_cost, "switch_cost"))
     q_len = float(check_positive(quantum, "quantum"))
-    goal = None if target is None else float(check_positive(target, "target"))
+    goal = (None if max_mean_response is None
+            else float(check_positive(max_mean_response, "max_mean_response")))
     efficiency = q_len / (q_len + sigma)
     if threads is None:
         # Past m ~ c + lambda D + a margin the pool is never full at this load: more threads change
@@ -227,7 +232,7 @@ def thread_pool(arrival_rate: float, cpu: float, io: float = 0.0, cores: int = 1
         ok = finite.index[finite.to_numpy() <= goal]
         needed = int(ok.min()) if ok.size else None
     res = dict(table=table, best_threads=best, threads_needed=needed, capacity_qps=c / s, arrival_rate=lam,
-               cpu=s, io=d, cores=c, switch_cost=sigma, quantum=q_len, target=goal)
+               service=s, delay=d, cores=c, switch_cost=sigma, quantum=q_len, max_mean_response=goal)
     return ThreadPool(**res, explanation=_explain(res))
 
 
@@ -257,11 +262,15 @@ def _open_chain(lam: float, log_x: np.ndarray, busy: np.ndarray, switching: np.n
 
 def _explain(r: dict) -> str:
     t, c = r["table"], r["cores"]
-    io = f"{_fmt_time(r['io'])} of IO" if r["io"] > 0 else "no IO"
-    head = (f"{_fmt_rate(r['arrival_rate'])} of tasks with {_fmt_time(r['cpu'])} of CPU and "
+    io = f"{_fmt_time(r['delay'])} of IO" if r["delay"] > 0 else "no IO"
+    head = (f"{_fmt_rate(r['arrival_rate'])} of tasks with {_fmt_time(r['service'])} of CPU and "
             f"{io} on {c} core{'s' if c > 1 else ''} "
-            f"({100 * r['arrival_rate'] * r['cpu'] / c:.3g} % of their capacity, {_fmt_rate(r['capacity_qps'])}).")
+            f"({100 * r['arrival_rate'] * r['service'] / c:.3g} % of their capacity, {_fmt_rate(r['capacity_qps'])}).")
     if r["best_threads"] is None:
+        held = r["arrival_rate"] * (r["service"] + r["delay"])
+        if r["arrival_rate"] * r["service"] < c:
+            return head + (f" No pool size up to {int(t.index.max())} keeps up: the tasks hold {held:.4g} threads on "
+                           "average (Little's law), and a pool needs more than that.")
         return head + (" No pool size keeps up: the cores are saturated whatever the threads (the switching "
                        "only adds to it).")
     b = r["best_threads"]
@@ -276,7 +285,8 @@ def _explain(r: dict) -> str:
         text += (f" Past {b}, more runnable threads than cores share them more finely and pay the switches: "
                  f"at {last} the mean is {_fmt_time(t.loc[last, 'mean_response_s'])}, "
                  f"{100 * t.loc[last, 'switch_share']:.2g} % of the cores' time switching.")
-    if r["target"] is not None:
-        text += (f" A mean of {_fmt_time(r['target'])} needs {r['threads_needed']} threads." if r["threads_needed"]
-                 else f" No pool size keeps the mean within {_fmt_time(r['target'])}.")
+    if r["max_mean_response"] is not None:
+        goal = _fmt_time(r["max_mean_response"])
+        text += (f" A mean of {goal} needs {r['threads_needed']} threads." if r["threads_needed"]
+                 else f" No pool size keeps the mean within {goal}.")
     return head + text
