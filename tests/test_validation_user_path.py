@@ -264,14 +264,16 @@ def test_a_day_where_the_fits_miss_says_so(tmp_path):
     by 97 % and 130 %.  A PS/FCFS fit that misses its own histograms no longer keeps a closer rr
     out on that z (capacity.fit._rr_candidates.rests_on_one_window), and the fit says why it kept
     rr: now +7 % and +36 %, the mean +4 % and +19 %, the crossing -5 %.  The proxy's fit (FCFS
-    with a delay, -28 % and -16 %) keeps both measured p99s inside its 90 % interval.  The figures
-    are validation/README.md's; a change may raise these counts but not lower them without saying so."""
+    with a delay, -28 % and -16 %) keeps both measured p99s inside its 90 % interval; since the
+    intervals span the day's CPU line with its background (capacity.fit._cpu_law), the in-process
+    one holds both as well.  The figures are validation/README.md's; a change may raise these
+    counts but not lower them without saying so."""
     summary = _rescored(tmp_path, "2026-12-06b-user-path-immediate-seed4", 4)
     in_process = _in_process_text(tmp_path)
     assert "RR queue" in in_process and "kept although its gain" in in_process, in_process[-2000:]
     assert "misses the histograms" not in in_process, in_process[-2000:]
     inside = summary["met"]["in_process"]
-    assert inside["p99"] >= 1 and inside["mean"] >= 1 and inside["p99_covered"] >= 1, inside
+    assert inside["p99"] >= 1 and inside["mean"] >= 1 and inside["p99_covered"] >= 2, inside
     assert inside["crossing"] >= 1, inside
     proxy = summary["met"]["proxy"]
     assert proxy["p99_covered"] >= 2 and proxy["p99"] >= 1, proxy
@@ -286,12 +288,14 @@ def test_a_fourth_setimmediate_day_scored_after_the_guard_changed(tmp_path):
     measured after the seed-4 day changed the round-robin guard, on a day nothing was developed
     against.  In-process, rr with gamma CPU is chosen by the ordinary rule (its gain consistent
     across windows: no waiver) and over-predicts the p99 by 21 % and 36 %; the proxy's FCFS with
-    a delay is -17 % and -13 %, within 20 % at both points and its interval holding both.  As
-    validation/README.md has them; a change may raise these counts but not lower them without
-    saying so there."""
+    a delay is -17 % and -13 %, within 20 % at both points and its interval holding both.  The
+    in-process intervals, spanning the day's CPU line with its background, hold both measured
+    p99s.  As validation/README.md has them; a change may raise these counts but not lower them
+    without saying so there."""
     summary = _rescored(tmp_path, "2026-12-06c-user-path-immediate-seed5", 4)
     in_process = _in_process_text(tmp_path)
     assert "RR queue" in in_process and "kept although its gain" not in in_process, in_process[-2000:]
+    assert summary["met"]["in_process"]["p99_covered"] >= 2, summary["met"]
     proxy = summary["met"]["proxy"]
     assert proxy["p99"] >= 2 and proxy["p99_covered"] >= 2, proxy
     for row in summary["rows"]:
