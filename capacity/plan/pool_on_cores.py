@@ -220,10 +220,8 @@ def thread_pool(arrival_rate: float, service: Service | float, delay: float = 0.
     n_max = int(sizes.max())
     log_g, busy, switching = _log_pool_constants(n_max, s, d, c, efficiency)
     log_x = np.concatenate([[-np.inf], log_g[:-1] - log_g[1:]])      # log X(m), m = 0..n_max
-    rows = [_open_chain(lam, log_x, busy, switching, int(n), c) for n in sizes]
-    table = pd.DataFrame(rows, index=pd.Index(sizes, name="threads"),
-                         columns=["mean_response_s", "mean_wait_s", "wait_probability", "mean_holding_s",
-                                  "cpu_utilization", "switch_share"])
+    table = pd.DataFrame(_open_chains(lam, log_x, busy, switching, sizes.astype(int), c),
+                         index=pd.Index(sizes, name="threads"))
     finite = table["mean_response_s"][np.isfinite(table["mean_response_s"])]
     # The fewest threads within 0.1 % of the lowest mean: past it more threads only cost memory.
     best = None if finite.empty else int(finite.index[finite.to_numpy() <= 1.001 * finite.min()].min())
@@ -236,28 +234,36 @@ def thread_pool(arrival_rate: float, service: Service | float, delay: float = 0.
     return ThreadPool(**res, explanation=_explain(res))
 
 
-def _open_chain(lam: float, log_x: np.ndarray, busy: np.ndarray, switching: np.ndarray, n: int,
-                c: int) -> list[float]:
-    """Mean response, mean wait, wait probability, mean holding, CPU utilisation and switch share
-    with ``n`` threads: the birth-death chain of the tasks with service rate ``X(min(N, n))``."""
-    if not log_x[n] > math.log(lam):
-        return [math.inf, math.inf, 1.0, math.inf, 1.0, float(switching[n] / c)]
-    k = np.arange(n + 1)
-    # log pi_k (unnormalised) for k <= n: k log lambda - sum_{i <= k} log X(i); geometric above n.
-    log_pi = k * math.log(lam) - np.concatenate([[0.0], np.cumsum(log_x[1:n + 1])])
-    r = math.exp(math.log(lam) - log_x[n])                 # lambda / X(n) < 1
-    pi = np.exp(log_pi - log_pi.max())
-    tail_mass = pi[n] * r / (1.0 - r)                      # sum over N > n
-    z = pi.sum() + tail_mass
-    mean_n = (k @ pi + pi[n] * (n * r / (1.0 - r) + r / (1.0 - r) ** 2)) / z
-    queue = pi[n] * r / (1.0 - r) ** 2 / z                 # E[(N - n)+]
-    wait_prob = (pi[n] + tail_mass) / z                    # P(N >= n) (PASTA)
-    inside = np.append(pi[:n], pi[n] + tail_mass) / z      # P(min(N, n) = m)
-    cpu_util = float(inside @ (busy[:n + 1] / c))
-    switch = float(inside @ (switching[:n + 1] / c))
-    mean_t = mean_n / lam
-    wait = queue / lam
-    return [mean_t, wait, float(wait_prob), mean_t - wait, cpu_util, switch]
+def _open_chains(lam: float, log_x: np.ndarray, busy: np.ndarray, switching: np.ndarray, n: np.ndarray,
+                 c: int) -> dict:
+    """Per pool size ``n`` (an array): mean response, mean wait, wait probability, mean holding, CPU
+    utilisation and switch share from the birth-death chain of the tasks with service rate
+    ``X(min(N, n))``.  Every size shares the chain's first ``n + 1`` terms
+    ``pi_k ~ lambda^k / prod_{i <= k} X(i)``, so each sum over ``k <= n`` is a prefix sum (in logs:
+    the terms span hundreds of orders of magnitude); above ``n`` the chain is geometric with
+    ratio ``r = lambda / X(n)``, stable while ``r < 1``."""
+    k = np.arange(log_x.size)
+    log_lam = math.log(lam)
+    log_pi = k * log_lam - np.concatenate([[0.0], np.cumsum(log_x[1:])])
+    prefix = lambda terms: np.logaddexp.accumulate(terms)[n]                           # noqa: E731
+    with np.errstate(divide="ignore"):
+        log_k, log_busy, log_switch = np.log(k), np.log(busy / c), np.log(switching / c)
+    stable = log_x[n] > log_lam
+    r = np.where(stable, np.exp(np.minimum(log_lam - log_x[n], 0.0)), 0.5)   # 0.5: a placeholder
+    log_tail = log_pi[n] + np.log(r / (1.0 - r))                                # sum over N > n
+    log_z = np.logaddexp(prefix(log_pi), log_tail)
+    ratio = lambda log_a: np.exp(log_a - log_z)                                        # noqa: E731
+    mean_n = ratio(prefix(log_pi + log_k)) + ratio(log_pi[n]) * (n * r / (1 - r) + r / (1 - r) ** 2)
+    queue = ratio(log_pi[n]) * r / (1.0 - r) ** 2                               # E[(N - n)+]
+    wait_prob = ratio(np.logaddexp(log_pi[n], log_tail))                        # P(N >= n) (PASTA)
+    # P(min(N, n) = m): pi_m below n, pi_n plus the tail at n.
+    cpu = ratio(prefix(log_pi + log_busy)) + ratio(log_tail) * busy[n] / c
+    switch = ratio(prefix(log_pi + log_switch)) + ratio(log_tail) * switching[n] / c
+    mean_t, wait = mean_n / lam, queue / lam
+    return {"mean_response_s": np.where(stable, mean_t, np.inf), "mean_wait_s": np.where(stable, wait, np.inf),
+            "wait_probability": np.where(stable, wait_prob, 1.0),
+            "mean_holding_s": np.where(stable, mean_t - wait, np.inf),
+            "cpu_utilization": np.where(stable, cpu, 1.0), "switch_share": np.where(stable, switch, switching[n] / c)}
 
 
 def _explain(r: dict) -> str:
