@@ -447,8 +447,9 @@ def windows(arrival: np.ndarray, lat: np.ndarray, width: float, quantiles):
 def load_bins(table, k: np.ndarray, lat: np.ndarray, width: float, n_bins: int, quantiles):
     """Group windows into load bins by their QPS; pool their requests; one observation per bin.
 
-    Returns the bin table and the percentile records (``{"percentiles", "arrival_rate",
-    "n_requests"}``) of :func:`capacity.fit.from_percentiles`.
+    Returns the bin table, the percentile records (``{"percentiles", "arrival_rate",
+    "n_requests"}``) of :func:`capacity.fit.from_percentiles`, and each request's bin (the
+    table's ``bin``).
     """
     import pandas as pd
 
@@ -482,7 +483,7 @@ def load_bins(table, k: np.ndarray, lat: np.ndarray, width: float, n_bins: int, 
         if usable:
             recs.append({"percentiles": {q: float(np.quantile(x, q)) for q in usable},
                          "arrival_rate": rate, "n_requests": float(x.size)})
-    return pd.DataFrame(rows), recs
+    return pd.DataFrame(rows), recs, req_bin
 
 
 # ---------------------------------------------------------------------- utilisation windows

@@ -18,6 +18,7 @@ import pandas as pd
 
 from .._checks import check_discipline, check_positive, check_quantile, check_servers
 from .._result import Result
+from .._tagged import fcfs_tagged_quantile, ps_tagged_quantile
 from ..distributions import Service, as_service
 from ._mixture import _mix
 from ._text import _DISCIPLINE_TEXT, _fmt_q, _fmt_rate, _fmt_time
@@ -25,11 +26,6 @@ from ._text import _DISCIPLINE_TEXT, _fmt_q, _fmt_rate, _fmt_time
 __all__ = ["EndpointMix", "endpoint_mix"]
 
 ArrayLike = Any
-
-# Gauss-Legendre nodes in the quantile variable for P(W + S_i > t) = E[P(W > t - S_i)].
-_GL_U, _GL_W = np.polynomial.legendre.leggauss(96)
-_GL_U, _GL_W = 0.5 * (_GL_U + 1.0), 0.5 * _GL_W
-
 
 @dataclass(frozen=True, repr=False)
 class EndpointMix(Result):
@@ -123,41 +119,17 @@ def _means(rates: np.ndarray, laws: list[Service], c: int, discipline: str) -> t
 
 
 def _fcfs_quantiles(q: float, lam: float, mix: Service, c: int, laws: list[Service]) -> np.ndarray:
-    """The q quantile of ``W + S_i`` per endpoint (W independent of the own service under FCFS
-    with Poisson arrivals), by bisection in log t on ``E_S[P(W > t - S_i)]`` (Gauss-Legendre in
-    the quantile of ``S_i``)."""
-    from .. import fcfs
-
-    x = np.stack([np.asarray(s.ppf(_GL_U), float) for s in laws])            # endpoints x nodes
-    lo, hi = np.log(np.min(x, axis=1) + 1e-9), np.log(np.max(x, axis=1) + 1.0)
-    for _ in range(60):
-        mid = 0.5 * (lo + hi)
-        slack = np.exp(mid)[:, None] - x
-        tail = np.where(slack > 0, np.asarray(fcfs.wait_sf(np.maximum(slack, 0.0), lam, mix, c), float), 1.0) @ _GL_W
-        lo, hi = np.where(tail > 1 - q, mid, lo), np.where(tail > 1 - q, hi, mid)
-    return np.exp(0.5 * (lo + hi))
+    """The q quantile of ``W + S_i`` per endpoint (:func:`capacity._tagged.fcfs_tagged_quantile`)."""
+    return fcfs_tagged_quantile(q, lam, mix, c, laws)
 
 
 def _ps_quantiles(q: float, lam: float, rates: np.ndarray, laws: list[Service]) -> np.ndarray:
     """The q quantile of each endpoint's response on one processor-sharing core: its own CPU law
-    exact, the others' through the three-moment PH fit of the mix (:mod:`capacity._ps_tagged`);
-    Illinois iterations on ``-log P(T_i > t)`` in log t from the endpoint's own quantile (PS never
-    beats the CPU time) to a bracket widened as needed."""
-    from .._common import solve_increasing
-    from .._ps_tagged import tagged_sf
-    from ..phasetype import _moment_fit
-
+    exact, the others' through the three-moment PH fit of the mix
+    (:func:`capacity._tagged.ps_tagged_quantile`)."""
     w = rates / rates.sum()
     moments = [sum(wi * float(s.moment(k)) for wi, s in zip(w, laws)) for k in (1, 2, 3)]
-    beta, tm = _moment_fit(*moments)
-    # Each endpoint's own quantile bounds its response from below (kept off 0 for the log).
-    own = np.maximum([float(s.ppf(q)) for s in laws], 1e-9 * moments[0])
-
-    def log_tail(t: np.ndarray) -> np.ndarray:
-        return -np.log(np.maximum(tagged_sf(t, lam, beta, tm, laws), 1e-300))
-
-    return solve_increasing(log_tail, np.full(own.size, -math.log1p(-q)), own,
-                            own * 2.0 / (1.0 - lam * moments[0]), rtol=1e-7)
+    return ps_tagged_quantile(q, lam, moments, laws)
 
 
 def endpoint_mix(endpoints: Mapping[str, tuple] | pd.DataFrame, servers: int = 1, discipline: str = "ps",

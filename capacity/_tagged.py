@@ -1,0 +1,87 @@
+"""Quantiles of one kind of request in a queue that serves many kinds.
+
+Endpoints that share one queue see the same queue, but each endpoint's requests have their own
+CPU law ``S_i``.  These are the response quantiles of a request of law ``S_i`` when the queue's
+own law (the mix of all kinds) is given: used by :func:`capacity.plan.endpoint_mix` (the mix of
+the given endpoints) and :func:`capacity.fit.from_requests` (the fitted queue's law, each
+endpoint's law fitted to its own percentiles).
+
+*FCFS*: with Poisson arrivals a request's wait does not depend on its own size, so
+``T_i = W + S_i`` and ``P(T_i > t) = E[P(W > t - S_i)]``, with ``W`` the wait of the mix
+(:func:`capacity.fcfs.wait_sf`), integrated by 96-point Gauss-Legendre in the quantile of ``S_i``.
+
+*Processor sharing, one core*: the tagged request's conditional sojourn (Ott 1984) integrated
+over its own law, the others entering through the three-moment PH fit of the mix (Whitt 1982)
+(:mod:`capacity._ps_tagged`).
+
+References
+----------
+T. J. Ott, "The sojourn-time distribution in the M/G/1 queue with processor sharing", J. Appl.
+Prob. 21 (1984) 360-378.  W. Whitt, "Approximating a point process by a renewal process, I: two
+basic methods", Operations Research 30 (1982) 125-147.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from .distributions import Service
+
+__all__: list[str] = []
+
+# Gauss-Legendre nodes in the quantile variable for P(W + S_i > t) = E[P(W > t - S_i)].
+_GL_U, _GL_W = np.polynomial.legendre.leggauss(96)
+_GL_U, _GL_W = 0.5 * (_GL_U + 1.0), 0.5 * _GL_W
+
+
+def fcfs_tagged_sf(t: np.ndarray, lam: float, mix: Service, c: int, laws: Sequence[Service]) -> np.ndarray:
+    """``P(W + S_i > t_i)`` for each law in ``laws`` (``t``: one time per law; W: the wait of the
+    FCFS queue of ``c`` servers with service ``mix`` at ``lam`` requests/s)."""
+    return _sf_at_nodes(np.asarray(t, float), _nodes(laws), lam, mix, c)
+
+
+def _nodes(laws: Sequence[Service]) -> np.ndarray:
+    """Each law's quantiles at the Gauss-Legendre nodes (laws x nodes)."""
+    return np.stack([np.asarray(s.ppf(_GL_U), float) for s in laws])
+
+
+def _sf_at_nodes(t: np.ndarray, x: np.ndarray, lam: float, mix: Service, c: int) -> np.ndarray:
+    from . import fcfs
+
+    slack = t[:, None] - x
+    return np.where(slack > 0, np.asarray(fcfs.wait_sf(np.maximum(slack, 0.0), lam, mix, c), float), 1.0) @ _GL_W
+
+
+def fcfs_tagged_quantile(q: float, lam: float, mix: Service, c: int, laws: Sequence[Service]) -> np.ndarray:
+    """The q quantile of ``W + S_i`` for each law in ``laws`` (:func:`fcfs_tagged_sf`), by
+    bisection in log t."""
+    x = _nodes(laws)
+    lo, hi = np.log(np.min(x, axis=1) + 1e-9), np.log(np.max(x, axis=1) + 1.0)
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        tail = _sf_at_nodes(np.exp(mid), x, lam, mix, c)
+        lo, hi = np.where(tail > 1 - q, mid, lo), np.where(tail > 1 - q, hi, mid)
+    return np.exp(0.5 * (lo + hi))
+
+
+def ps_tagged_quantile(q: float, lam: float, moments: Sequence[float], laws: Sequence[Service]) -> np.ndarray:
+    """The q quantile of the response of a request of each law in ``laws`` on one
+    processor-sharing core whose service law has the first three ``moments`` (its PH fit), at
+    ``lam`` requests/s; Illinois iterations on ``-log P(T_i > t)`` in log t from the law's own
+    quantile (PS never beats the CPU time) to a bracket widened as needed."""
+    from ._common import solve_increasing
+    from ._ps_tagged import tagged_sf
+    from .phasetype import _moment_fit
+
+    beta, tm = _moment_fit(*moments)
+    laws = list(laws)
+    # Each law's own quantile bounds its response from below (kept off 0 for the log).
+    own = np.maximum([float(s.ppf(q)) for s in laws], 1e-9 * moments[0])
+
+    def log_tail(t: np.ndarray) -> np.ndarray:
+        return -np.log(np.maximum(tagged_sf(t, lam, beta, tm, laws), 1e-300))
+
+    return solve_increasing(log_tail, np.full(own.size, -math.log1p(-q)), own,
+                            own * 2.0 / (1.0 - lam * moments[0]), rtol=1e-7)
