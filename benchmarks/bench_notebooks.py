@@ -161,10 +161,10 @@ MOVES: dict[str, list[Group]] = {
     "10": [
         Group("cold, warm-up, ramp, QPS, CPU, N, k: first visit (ramp + 2 transients + deploy + redraw)",
               [("cold", 4.0), ("warmup_k", 20.0), ("ramp", 60.0), ("qps", 350.0), ("cpu_ms", 6.0),
-               ("processes", 20), ("batch", 3)], clear=["panel"]),
+               ("processes", 20), ("batch", 3), ("surge", True)], clear=["panel"]),
         Group("the same moves, revisit (answers remembered)",
               [("cold", 4.0), ("warmup_k", 20.0), ("ramp", 60.0), ("qps", 350.0), ("cpu_ms", 6.0),
-               ("processes", 20), ("batch", 3)], repeat=2),
+               ("processes", 20), ("batch", 3), ("surge", True)], repeat=2),
         Group("discipline: event loop (PS), awaits (rr), first visit (fluid crowd marched)",
               [("discipline", "ps"), ("discipline", "rr")], clear=["panel"]),
         Group("ps: cold, ramp, QPS, CPU, on release, first visit", [("cold", 4.0), ("ramp", 60.0), ("qps", 350.0),

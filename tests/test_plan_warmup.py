@@ -268,6 +268,38 @@ def test_rolling_deploy_warm_by_hand():
         assert r.binding == "warm" and r.slo_ok == ((n - k) * c1 >= 500.0)
 
 
+def test_rolling_deploy_with_surge_by_hand():
+    # New processes boot beside the old ones, which leave when the new join: warm, nothing is
+    # lost (N C(1)); with a cold process back at full share, the fleet holds N C(m0) as without
+    # surge, but the boot no longer costs the k processes.
+    c1 = _mm1_ceiling(0.010, 1.0, 0.25)
+    for n, k in ((10, 1), (12, 3)):
+        r = plan.rolling_deploy(500.0, 0.010, n, 1.0, warmup_time=1.0, batch_size=k, restart_time=20.0,
+                                surge=True, **FCFS)
+        assert r.min_capacity_qps == pytest.approx(n * c1, rel=2e-4) and r.capacity_loss == pytest.approx(0, abs=1e-6)
+        assert r.processes_needed == math.ceil(500.0 / c1) == r.min_processes
+        assert r.surge and "beside the old" in r.explanation
+    cold = plan.rolling_deploy(500.0, 0.010, 10, 3.0, warmup_time=30.0, restart_time=30.0, min_ready=300.0,
+                               surge=True, **FCFS)
+    assert cold.min_capacity_qps == pytest.approx(10 * _mm1_ceiling(0.010, 3.0, 0.25), rel=2e-4)
+    # With a ramp the capacity dips to (N - k + k a) min(C(m) / a, C(1)) while the new ones ramp: by
+    # hand at the moment they join (a = 0, the old ones gone, the batch before warm): (N - k) C(1).
+    ramped = plan.rolling_deploy(500.0, 0.010, 10, 2.0, warmup_time=1.0, batch_size=2, restart_time=20.0,
+                                 ramp=20.0, surge=True, **FCFS)
+    at_join = ramped.table["capacity_qps"].loc[20.0]
+    assert at_join == pytest.approx(8 * c1, rel=2e-4)
+
+
+@settings(max_examples=15, deadline=None)
+@given(m0=st.floats(1.0, 3.0), ramp=st.floats(0.0, 60.0), k=st.integers(1, 3), down=st.floats(5.0, 60.0))
+def test_surge_never_loses_more_than_taking_processes_down(m0, ramp, k, down):
+    args = dict(warmup_time=20.0, batch_size=k, restart_time=down, ramp=ramp, **FCFS)
+    out = plan.rolling_deploy(400.0, 0.010, 9, m0, **args)
+    surge = plan.rolling_deploy(400.0, 0.010, 9, m0, surge=True, **args)
+    assert surge.min_capacity_qps >= out.min_capacity_qps * (1 - 1e-9)
+    assert surge.processes_needed <= out.processes_needed
+
+
 def test_rolling_deploy_without_ramp_is_bound_by_the_cold_process():
     # A process back with its full weight and the cold ceiling: the fleet holds N C(m0).
     r = plan.rolling_deploy(500.0, 0.010, 10, 3.0, warmup_time=30.0, restart_time=30.0, min_ready=300.0, **FCFS)
@@ -393,6 +425,9 @@ def test_cli_warmup_and_deploy():
     code, out, _ = run_cli("deploy", "--qps", "500", "--cpu", "10ms", "--processes", "10", "--cold", "3",
                            "--warmup-time", "30s", "--ramp", "60s", "--slo", "p99=250ms", "--json")
     assert code == 0 and json.loads(out)["result"]["processes_needed"] >= 10
+    code, out, _ = run_cli("deploy", "--qps", "500", "--cpu", "10ms", "--processes", "10", "--cold", "1",
+                           "--warmup-time", "30s", "--surge", "--slo", "p99=250ms", "--discipline", "fcfs")
+    assert code == 0 and "(surge)" in out and "0 % lost" in out
     for args, flag in ((("--cold", "0.5", "--warmup-time", "3s"), "--cold"),
                        (("--cold", "2", "--warmup-time", "3s", "--warmup-requests", "4"), "--warmup-requests"),
                        (("--cold", "2", "--warmup-time", "-3s"), "--warmup-time")):

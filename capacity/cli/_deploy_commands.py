@@ -108,6 +108,9 @@ def _add_deploy(sub, add_service) -> None:
                     help="traffic ramp of a restarted process (default 0: full share at once)")
     de.add_argument("--min-ready", type=_time_or_zero, default=None, metavar="TIME",
                     help="time a batch is up before the next goes down (default: the ramp)")
+    de.add_argument("--surge", action="store_true",
+                    help="boot each batch beside the old processes, which leave when the new join "
+                         "(Kubernetes maxSurge = K, maxUnavailable = 0)")
     de.add_argument("--servers", type=_count, default=1, metavar="N", help="cores per process (default 1)")
     de.add_argument("--slo", type=_slo, default={0.99: 0.5}, metavar="pQ=TIME,...",
                     help="latency objective (default p99=500ms)")
@@ -170,11 +173,12 @@ def _cmd_deploy(args: argparse.Namespace) -> tuple[dict, str]:
     service = _service(args)
     res = plan.rolling_deploy(args.qps, service, args.processes, args.cold, batch_size=args.batch,
                               restart_time=args.restart_time, ramp=args.ramp, min_ready=args.min_ready,
-                              servers=args.servers, slo=args.slo, discipline=args.discipline,
+                              surge=args.surge, servers=args.servers, slo=args.slo, discipline=args.discipline,
                               progress=_stderr_progress(), **_law_kwargs(args), **_loop_kwargs(args))
     needed = "no number (pre-warm first)" if res.processes_needed is None else \
         f"{res.processes_needed} (N + {res.processes_needed - res.min_processes})"
-    text = [f"Rolling deploy: {args.processes} x {_service_text(args, service)}, {args.batch} at a time, "
+    text = [f"Rolling deploy: {args.processes} x {_service_text(args, service)}, {args.batch} at a time"
+            + (" (surge)" if args.surge else "") + ", "
             f"{args.cold:g}x cold", "",
             f"SLO at {args.qps:g} QPS: {'holds' if res.slo_ok else 'BREAKS'}; capacity {res.min_capacity_qps:.4g} QPS "
             f"at worst of {res.capacity_qps:.4g} ({100 * res.capacity_loss:.3g} % lost, {res.binding})",

@@ -119,7 +119,10 @@ def _check_ramp(ramp: float) -> float:
 def _admitted(t: np.ndarray, ramp: float) -> np.ndarray:
     """The share of its full traffic the balancer admits ``t`` s after the process is up: ``min(1, t / R)``."""
     t = np.asarray(t, dtype=float)
-    return np.ones_like(t) if ramp == 0 else np.clip(t / ramp, 0.0, 1.0)
+    if ramp == 0:
+        return np.ones_like(t)
+    with np.errstate(over="ignore"):      # a ramp of 1e-311 s: t / R is inf, admitted in full
+        return np.clip(t / ramp, 0.0, 1.0)
 
 
 def _admitted_integral(t: np.ndarray, ramp: float) -> np.ndarray:
@@ -127,7 +130,8 @@ def _admitted_integral(t: np.ndarray, ramp: float) -> np.ndarray:
     t = np.asarray(t, dtype=float)
     if ramp == 0:
         return t
-    return np.where(t <= ramp, t * t / (2.0 * ramp), t - 0.5 * ramp)
+    with np.errstate(over="ignore"):      # the branch not taken overflows for a ramp of 1e-311 s
+        return np.where(t <= ramp, t * t / (2.0 * ramp), t - 0.5 * ramp)
 
 
 class _Ceilings:

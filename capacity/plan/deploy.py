@@ -67,7 +67,7 @@ class RollingDeploy(Result):
         Seconds between two batches going down: ``restart_time + min_ready``.
     batches, overlap : int
         Batches, and earlier batches still ramping or warming while a batch restarts.
-    arrival_rate, processes, batch_size, restart_time, ramp, min_ready, cold_multiplier,
+    arrival_rate, processes, batch_size, surge, restart_time, ramp, min_ready, cold_multiplier,
     warmup_requests, warmup_time, servers, discipline, slices, slice_delay, admission, slo
         What was asked.
     explanation : str
@@ -89,6 +89,7 @@ class RollingDeploy(Result):
     arrival_rate: float
     processes: int
     batch_size: int
+    surge: bool
     restart_time: float
     ramp: float
     min_ready: float
@@ -107,14 +108,15 @@ class RollingDeploy(Result):
 
 
 def _cycle(law: _Law, ceil: _Ceilings, lam: float, n: int, k: int, down: float, ramp: float,
-           period: float, responses: bool = True) -> dict:
+           period: float, responses: bool = True, surge: bool = False) -> dict:
     """The fleet over one deploy cycle in its steady state.
 
     Time ``u`` in ``[0, P)`` since the current batch of ``k`` went down; batch ``j = 0, 1, ..., J``
     went down at ``-j P`` and has been up for ``u + j P - D`` seconds (down while that is negative).
     Earlier batches and the processes not yet deployed are up and warm.  A process of weight ``w``
     gets ``lambda w / W`` of the traffic (``W`` the total weight: a weighted balancer); the requests
-    law counts the requests a process has been given since it came back up."""
+    law counts the requests a process has been given since it came back up.  With ``surge`` the old
+    processes of a batch serve, warm, until the new ones join (age 0), and leave then."""
     warm = law.warm_progress()
     if law.by == "requests":
         # Seconds to serve that many requests at the smallest share a process can have (1 / n of lambda).
@@ -125,7 +127,8 @@ def _cycle(law: _Law, ceil: _Ceilings, lam: float, n: int, k: int, down: float, 
     # The instant the batch is back (age 0, the coldest moment) is a grid point.
     u = np.unique(np.append(np.linspace(0.0, period, _CYCLE_GRID), down))
     age = u[:, None] + period * np.arange(overlap + 1)[None, :] - down         # (K, J + 1)
-    weight = np.where(age < 0, 0.0, _admitted(np.maximum(age, 0.0), ramp))
+    # Before age 0 a batch is down; with surge its old processes still serve, warm, at full weight.
+    weight = np.where(age < 0, 1.0 if surge else 0.0, _admitted(np.maximum(age, 0.0), ramp))
     total = max(n - k * (overlap + 1), 0) + k * weight.sum(axis=1)             # W(u)
     if law.by == "time":
         mult = law.multiplier(np.maximum(age, 0.0))
@@ -135,13 +138,17 @@ def _cycle(law: _Law, ceil: _Ceilings, lam: float, n: int, k: int, down: float, 
         rate = lam * _admitted(s, ramp) / np.interp((s + down) % period, u, total)
         served = np.concatenate([[0.0], np.cumsum(0.5 * (rate[1:] + rate[:-1]) * np.diff(s))])
         mult = law.multiplier(np.interp(np.maximum(age, 0.0), s, served))
+    if surge:
+        mult = np.where(age < 0, 1.0, mult)
     up = weight > 0
     ceiling = _ceiling_at(ceil, law.cold, mult)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(up, ceiling / np.where(up, weight, 1.0), np.inf)      # lambda_max / W per process
     warm_ratio = ceil.qps(np.array([1.0]))[0] if n > k * (overlap + 1) else np.inf
     cold_min = ratio.min(axis=1)
-    capacity = total * np.minimum(cold_min, warm_ratio)
+    # No process up (a batch of the whole fleet down): no capacity, not 0 x inf.
+    with np.errstate(invalid="ignore"):
+        capacity = np.where(total > 0, total * np.minimum(cold_min, warm_ratio), 0.0)
     out = dict(time=u, weight=total, capacity=capacity, overlap=overlap, batches=batches)
     if not responses:   # the search for N needs the capacity only
         return out
@@ -172,23 +179,23 @@ def _ceiling_at(ceil: _Ceilings, top: float, m: np.ndarray) -> np.ndarray:
 
 
 def _keeps_slo(law: _Law, ceil: _Ceilings, lam: float, n: int, k: int, down: float, ramp: float,
-               period: float) -> bool:
-    return bool(_cycle(law, ceil, lam, n, k, down, ramp, period, responses=False)["capacity"].min()
+               period: float, surge: bool) -> bool:
+    return bool(_cycle(law, ceil, lam, n, k, down, ramp, period, responses=False, surge=surge)["capacity"].min()
                 >= lam * (1 - 1e-9))
 
 
 def _fewest(law: _Law, ceil: _Ceilings, lam: float, k: int, down: float, ramp: float, period: float,
-            start: int) -> int | None:
+            start: int, surge: bool) -> int | None:
     """The fewest processes (>= ``start``) that keep the SLO through the deploy: doubling, then bisection."""
     hi = max(start, k + 1)
-    while not _keeps_slo(law, ceil, lam, hi, k, down, ramp, period):
+    while not _keeps_slo(law, ceil, lam, hi, k, down, ramp, period, surge):
         if hi > 2 ** 16:
             return None
         hi *= 2
     lo = start - 1
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        if mid >= 1 and _keeps_slo(law, ceil, lam, mid, k, down, ramp, period):
+        if mid >= 1 and _keeps_slo(law, ceil, lam, mid, k, down, ramp, period, surge):
             hi = mid
         else:
             lo = mid
@@ -198,7 +205,7 @@ def _fewest(law: _Law, ceil: _Ceilings, lam: float, k: int, down: float, ramp: f
 def rolling_deploy(arrival_rate: float, service: Service | float, processes: int, cold_multiplier: float, *,
                    warmup_requests: float | None = None, warmup_time: float | None = None, batch_size: int = 1,
                    restart_time: float = 30.0, ramp: float = 0.0, min_ready: float | None = None,
-                   servers: int = 1, slo: Mapping[float, float] | None = None, discipline: str = "ps",
+                   surge: bool = False, servers: int = 1, slo: Mapping[float, float] | None = None, discipline: str = "ps",
                    slices: int = 1, slice_delay: float = 0.0, admission: str = "fifo",
                    progress: Callable[[int, int], Any] | None = None) -> RollingDeploy:
     """The SLO capacity of a fleet while it deploys ``batch_size`` processes at a time, and the N it needs.
@@ -222,6 +229,11 @@ def rolling_deploy(arrival_rate: float, service: Service | float, processes: int
     min_ready : float, optional
         Seconds a restarted batch is up before the next goes down (Kubernetes ``minReadySeconds``;
         default: the ramp).
+    surge : bool, optional
+        Start each batch's new processes beside the old ones and take the old ones out when the new
+        join (Kubernetes ``maxSurge = batch_size``, ``maxUnavailable = 0``): no process is missing
+        while the new ones boot, the fleet runs ``N + batch_size`` processes meanwhile.  Default
+        False: a batch is out while it restarts (``maxUnavailable = batch_size``, ``maxSurge = 0``).
     servers, slo, discipline, slices, slice_delay, admission
         As in :func:`capacity.plan.warmup_transient`.
     progress : callable, optional
@@ -244,7 +256,9 @@ def rolling_deploy(arrival_rate: float, service: Service | float, processes: int
     ``N C(m0)``: one cold process at full share breaks the SLO for everyone it serves.
 
     *Deploy*: batch ``b`` goes down at ``b P``, ``P = restart_time + min_ready``, and is back at
-    ``b P + restart_time``.  The table is one cycle in its steady state, with the earlier batches
+    ``b P + restart_time``.  With ``surge`` its old processes serve, warm and at full weight,
+    until then: the boot costs no capacity, and what is left is the new processes' ramp and
+    warm-up (the old ones leave as the new join, as a Deployment's readiness gate does).  The table is one cycle in its steady state, with the earlier batches
     that are still ramping or warming (``overlap``); the first cycle has none of those and the last
     has no batch down after it, so neither is worse.  The requests law counts the requests given to
     a process (its share, no backlog).  Pointwise stationary, as :func:`ramp_needed`.
@@ -278,14 +292,14 @@ def rolling_deploy(arrival_rate: float, service: Service | float, processes: int
     tick = progress_ticker(progress, 3)
     ceil = _Ceilings(svc, c, slo, discipline, rr)
     tick()
-    cyc = _cycle(law, ceil, lam, n, k, down, r, period)
+    cyc = _cycle(law, ceil, lam, n, k, down, r, period, surge=bool(surge))
     tick()
     c1 = float(ceil.qps(np.array([1.0]))[0])
     steady = max(1, math.ceil(lam / c1 * (1 - 1e-12))) if c1 > 0 else None
     # A process that comes back with a cold service that alone breaks the SLO breaks it whatever its share.
     cold_fits = law.cold < ceil.fit_multiplier
     needed = None if steady is None or not cold_fits else _fewest(law, ceil, lam, k, down, r, period,
-                                                                  max(steady, k + 1))
+                                                                  max(steady, k + 1), bool(surge))
     tick()
     i = int(np.argmin(cyc["capacity"]))
     table = pd.DataFrame({"weight": cyc["weight"], "capacity_qps": cyc["capacity"], "multiplier": cyc["multiplier"],
@@ -298,7 +312,8 @@ def rolling_deploy(arrival_rate: float, service: Service | float, processes: int
                peak_response={float(q): float(cyc["response"][:, j].max()) for j, q in enumerate(ceil.qs)},
                processes_needed=needed, min_processes=steady or 0,
                deploy_time=(cyc["batches"] - 1) * period + down + r, cycle_time=period, batches=cyc["batches"],
-               overlap=cyc["overlap"], arrival_rate=lam, processes=n, batch_size=k, restart_time=down, ramp=r,
+               overlap=cyc["overlap"], arrival_rate=lam, processes=n, batch_size=k, surge=bool(surge),
+               restart_time=down, ramp=r,
                min_ready=ready, cold_multiplier=law.cold, warmup_requests=law.scale if law.by == "requests" else None,
                warmup_time=law.scale if law.by == "time" else None, servers=c, discipline=discipline,
                slices=rr[0], slice_delay=rr[1], admission=rr[2], slo={float(q): float(t) for q, t in zip(ceil.qs, ceil.ts)})
@@ -310,7 +325,9 @@ def _explain(r: dict, svc: Service) -> str:
     ramp = "no ramp" if r["ramp"] == 0 else f"a {_fmt_time(r['ramp'])} ramp"
     text = (f"{n} processes with {_describe_service(svc)} under {_DISCIPLINE_TEXT[r['discipline']]} hold "
             f"{_fmt_rate(r['capacity_qps'])} within the SLO when all are up and warm. Deploying {k} at a time "
-            f"({_fmt_time(r['restart_time'])} down each, {ramp}, a process {r['cold_multiplier']:.3g} x slower when it "
+            + (f"(new ones booting {_fmt_time(r['restart_time'])} beside the old, {k} extra meanwhile, " if r["surge"]
+               else f"({_fmt_time(r['restart_time'])} down each, ")
+            + f"{ramp}, a process {r['cold_multiplier']:.3g} x slower when it "
             f"comes back) takes {r['batches']} batches and {_fmt_time(r['deploy_time'])}, and the capacity falls to "
             f"{_fmt_rate(r['min_capacity_qps'])} ({100 * r['capacity_loss']:.3g} % lost")
     text += (", the warm processes carrying the share of those restarting)." if r["binding"] == "warm" else
