@@ -54,14 +54,60 @@ def _sf_at_nodes(t: np.ndarray, x: np.ndarray, lam: float, mix: Service, c: int)
     return np.where(slack > 0, np.asarray(fcfs.wait_sf(np.maximum(slack, 0.0), lam, mix, c), float), 1.0) @ _GL_W
 
 
+def mix_atoms(laws: Sequence[Service], weights: Sequence[float], per_law: int = 64, total: int = 2 ** 16) -> Service:
+    """The mix of ``laws`` (kind ``i`` with probability ``weights[i]``) as an empirical law of
+    atoms, whose Laplace transform the FCFS wait needs (:class:`Service` has no mixture family):
+    a deterministic law is its one atom; any other is ``per_law`` atoms at the mid-quantiles
+    ``(j + 1/2) / per_law``, spread about its mean to its exact variance (the mid-quantiles alone
+    miss the tail's share of it), so the mix has the exact mean and second moment -- the
+    Pollaczek-Khinchine mean wait is exact.  Weights are carried as repeat counts of the atoms
+    (about ``total`` in all: a kind of weight ``w`` is off by at most ``per_law / (2 w total)``
+    of itself, 0.05 % at ``w = 1``, 5 % at ``w = 0.01``)."""
+    out = []
+    for law, w in zip(laws, weights):
+        if law.family == "deterministic":
+            out.append(np.full(max(int(round(float(w) * total)), 1), float(law.mean)))
+            continue
+        x = np.asarray(law.ppf((np.arange(per_law) + 0.5) / per_law), float)
+        mean, sd = float(law.mean), math.sqrt(float(law.variance))
+        spread = x.std()
+        if spread > 0:
+            x = np.maximum(mean + (x - x.mean()) * (sd / spread), 0.0)
+        # The same count for every atom (cutting a repeat short would drop the top atoms' copies).
+        out.append(np.repeat(x, max(int(round(float(w) * total / per_law)), 1)))
+    return Service.empirical(np.concatenate(out))
+
+
+def _wait_sf_table(lam: float, mix: Service, c: int):
+    """``P(W > t)`` of the FCFS queue as a function, from 200 log-spaced values of
+    :func:`capacity.fcfs.wait_sf` up to the wait's ``1 - 1e-9`` quantile, interpolated linearly in
+    ``(log t, log P)`` (the tail is near exponential there); ``P(W > 0)`` below the first point."""
+    from . import fcfs
+
+    mean = float(mix.mean)
+    top = float(fcfs.wait_quantile(1.0 - 1e-9, lam, mix, c))
+    grid = np.geomspace(1e-4 * mean, max(top, 2e-4 * mean), 200)
+    log_sf = np.log(np.maximum(np.asarray(fcfs.wait_sf(grid, lam, mix, c), float), 1e-300))
+    queued = float(fcfs.wait_sf(0.0, lam, mix, c))
+    log_grid = np.log(grid)
+
+    def sf(t: np.ndarray) -> np.ndarray:
+        inside = np.exp(np.interp(np.log(np.maximum(t, grid[0])), log_grid, log_sf, right=-np.inf))
+        return np.where(t <= 0, 1.0, np.where(t < grid[0], queued, inside))
+
+    return sf, top
+
+
 def fcfs_tagged_quantile(q: float, lam: float, mix: Service, c: int, laws: Sequence[Service]) -> np.ndarray:
-    """The q quantile of ``W + S_i`` for each law in ``laws`` (:func:`fcfs_tagged_sf`), by
-    bisection in log t."""
+    """The q quantile of ``W + S_i`` for each law in ``laws`` (W: the wait of the FCFS queue of
+    ``c`` servers with service ``mix`` at ``lam`` requests/s; the wait's law tabulated once,
+    :func:`_wait_sf_table`), by bisection in log t on ``E_S[P(W > t - S_i)]``."""
+    wait_sf, top = _wait_sf_table(lam, mix, c)
     x = _nodes(laws)
-    lo, hi = np.log(np.min(x, axis=1) + 1e-9), np.log(np.max(x, axis=1) + 1.0)
+    lo, hi = np.log(np.min(x, axis=1) + 1e-9), np.log(np.max(x, axis=1) + top + 1.0)
     for _ in range(60):
         mid = 0.5 * (lo + hi)
-        tail = _sf_at_nodes(np.exp(mid), x, lam, mix, c)
+        tail = wait_sf(np.exp(mid)[:, None] - x) @ _GL_W
         lo, hi = np.where(tail > 1 - q, mid, lo), np.where(tail > 1 - q, hi, mid)
     return np.exp(0.5 * (lo + hi))
 

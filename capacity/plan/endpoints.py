@@ -18,7 +18,7 @@ import pandas as pd
 
 from .._checks import check_discipline, check_positive, check_quantile, check_servers
 from .._result import Result
-from .._tagged import fcfs_tagged_quantile, ps_tagged_quantile
+from .._tagged import fcfs_tagged_quantile, mix_atoms, ps_tagged_quantile
 from ..distributions import Service, as_service
 from ._mixture import _mix
 from ._text import _DISCIPLINE_TEXT, _fmt_q, _fmt_rate, _fmt_time
@@ -118,8 +118,13 @@ def _means(rates: np.ndarray, laws: list[Service], c: int, discipline: str) -> t
     return m + wait, wait
 
 
-def _fcfs_quantiles(q: float, lam: float, mix: Service, c: int, laws: list[Service]) -> np.ndarray:
-    """The q quantile of ``W + S_i`` per endpoint (:func:`capacity._tagged.fcfs_tagged_quantile`)."""
+def _fcfs_quantiles(q: float, lam: float, mix: Service, c: int, laws: list[Service],
+                    rates: np.ndarray) -> np.ndarray:
+    """The q quantile of ``W + S_i`` per endpoint (:func:`capacity._tagged.fcfs_tagged_quantile`):
+    on one core the wait of the mix itself (its atoms, :func:`capacity._tagged.mix_atoms`), on
+    several that of the two-moment stand-in ``mix``."""
+    if c == 1:
+        mix = mix_atoms(laws, rates / rates.sum())
     return fcfs_tagged_quantile(q, lam, mix, c, laws)
 
 
@@ -188,9 +193,15 @@ def endpoint_mix(endpoints: Mapping[str, tuple] | pd.DataFrame, servers: int = 1
     *FCFS*: with Poisson arrivals an arriving request sees the time-average queue (PASTA) and its
     wait does not depend on its own size, so ``T_i = W + S_i`` with ``W`` the wait of the mix:
     ``E[T_i] = E[W] + E[S_i]``, exact on one core (Pollaczek-Khinchine needs only the two
-    moments), Allen-Cunneen on several.  ``P(T_i > t) = E[P(W > t - S_i)]`` with ``W``'s law
-    that of the two-moment stand-in (approximate), integrated by 96-point Gauss-Legendre in
-    the quantile of ``S_i``.
+    moments), Allen-Cunneen on several.  ``P(T_i > t) = E[P(W > t - S_i)]``, integrated by
+    96-point Gauss-Legendre in the quantile of ``S_i``.  On one core ``W`` is the exact M/G/1
+    wait of the mix carried as atoms (:func:`capacity._tagged.mix_atoms`: each endpoint's law at
+    64 mid-quantiles spread to its exact variance; the mix's mean and second moment exact):
+    against the simulator (six 2000 s runs, gamma/lognormal/exponential endpoints at
+    utilisation 0.36-0.86) each p99 within -3.5 % to +1.2 %, within two standard errors; the
+    two-moment gamma stand-in it replaced read +15 % and +20 % on the 40 ms + 1 ms mix at 0.5.
+    On several cores ``W`` is the stand-in's (approximate): -1.6 % to -0.3 % on the three laws
+    at 0.71-0.86, -1 % to +5 % on the two-point mix at 0.5-0.85.
 
     *What to optimise first*: the capacity ``c / E[S]`` gains ``c (lambda_i / lambda) / E[S]^2``
     per second saved on endpoint ``i`` -- proportional to its share of requests, not of CPU.
@@ -242,7 +253,7 @@ def endpoint_mix(endpoints: Mapping[str, tuple] | pd.DataFrame, servers: int = 1
     if discipline == "fcfs":
         table["mean_wait_s"] = wait
     if level is not None and discipline == "fcfs":
-        table[f"{_fmt_q(level)}_s"] = _fcfs_quantiles(level, lam, mix, c, laws) if rho < 1 else np.inf
+        table[f"{_fmt_q(level)}_s"] = _fcfs_quantiles(level, lam, mix, c, laws, rates) if rho < 1 else np.inf
     elif level is not None and c == 1:
         table[f"{_fmt_q(level)}_s"] = _ps_quantiles(level, lam, rates, laws) if rho < 1 else np.inf
     slo = {0.99: 0.5} if slo is None else slo
