@@ -219,14 +219,19 @@ def backlog(arrival_rate: ArrayLike, service: Service | ArrayLike, servers: int 
     return BacklogResult(table, peak, when, delay, over, recovery, words)
 
 
-def _time_above(prev: np.ndarray, net: np.ndarray, level: float, dt: float) -> float:
-    """Time the piecewise-linear path spends above ``level``: in bucket k it runs from ``prev_k``
-    with slope ``net_k`` per bucket (clipped at 0, which lies below any positive level)."""
+def _fraction_above(prev: np.ndarray, net: np.ndarray, level: float) -> np.ndarray:
+    """Per bucket, the share of it the piecewise-linear path spends above ``level``: in bucket k it
+    runs from ``prev_k`` with slope ``net_k`` per bucket (clipped at 0, which lies below any
+    positive level)."""
     with np.errstate(divide="ignore", invalid="ignore"):
         s_cross = (level - prev) / net
-    frac = np.where(net > 0, 1.0 - np.clip(s_cross, 0.0, 1.0),
+    return np.where(net > 0, 1.0 - np.clip(s_cross, 0.0, 1.0),
                     np.where(net < 0, np.clip(s_cross, 0.0, 1.0), (prev > level).astype(float)))
-    return float(np.sum(frac) * dt)
+
+
+def _time_above(prev: np.ndarray, net: np.ndarray, level: float, dt: float) -> float:
+    """Time the piecewise-linear path spends above ``level`` (:func:`_fraction_above`)."""
+    return float(np.sum(_fraction_above(prev, net, level)) * dt)
 
 
 def _recovery_time(b: np.ndarray, work: np.ndarray, work_rate: np.ndarray, overloaded: np.ndarray,

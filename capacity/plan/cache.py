@@ -261,8 +261,11 @@ class CacheExpiry(Result):
     ----------
     table : pandas.DataFrame
         One row per bucket (index ``time``, its start in seconds after the expiry): ``hit_ratio``,
-        ``miss_rate`` (misses/s), ``utilization`` (CPU offered / cores), ``backlog`` (seconds of
-        CPU work queued at the end of the bucket) and ``backlog_delay`` (``backlog / servers``).
+        ``miss_rate`` (misses/s), ``attempt_rate`` (first attempts and retries per second),
+        ``utilization`` (CPU offered / cores), ``backlog`` (seconds of CPU work queued at the end
+        of the bucket) and ``backlog_delay`` (``backlog / servers``).  When requests time out and
+        are retried the table is that of the fluid with retries, from the expiry until the
+        backlog has drained for good (or the retries hold it, see ``held_by_retries``).
     extra_misses : float
         Misses the expiry adds: ``keys + hit_ratio * arrival_rate * fill_time``.
     extra_cpu : float
@@ -270,9 +273,15 @@ class CacheExpiry(Result):
     steady_utilization, peak_utilization : float
         Utilisation with the hit ratio at ``hit_ratio``, and in the worst bucket after the expiry.
     refill_time : float
-        Seconds until the hit ratio is back within 1 point of ``hit_ratio``.
+        Seconds until the hit ratio is back within 1 point of ``hit_ratio`` (first attempts only:
+        retries refill the keys sooner).
     peak_delay, seconds_over_timeout, recovery_time : float
-        Of the fluid backlog (:func:`capacity.overload.backlog`).
+        Of the fluid backlog (:func:`capacity.overload.backlog`; with retries, the fluid that
+        sends every attempt meeting a delay past the timeout back as a retry); inf when the
+        retries hold the service overloaded.
+    held_by_retries : bool
+        The retries of the timed-out requests keep the work above the cores after every key is
+        back: the backlog never drains.
     bistable_range : tuple of float or None
         With ``retries``: the first-attempt rates at which the retry equation has two stable
         states (:func:`capacity.overload.retry_fixed_points`).
@@ -282,9 +291,8 @@ class CacheExpiry(Result):
     verdict : str
         ``"absorbed"`` (no bucket above capacity), ``"delayed"`` (a backlog, below the timeout),
         ``"timeouts"`` (requests time out, the service recovers by itself), ``"metastable"``
-        (requests time out and the rate sits in the retry bistable range: retries can hold it
-        overloaded after the keys are back) or ``"overloaded"`` (above capacity even with the
-        cache warm).
+        (requests time out and their retries hold the service overloaded after the keys are
+        back: ``held_by_retries``) or ``"overloaded"`` (above capacity even with the cache warm).
     arrival_rate, hit_ratio, keys, zipf, fill_time, timeout, retries, servers, discipline
         What was asked.
     explanation : str
@@ -299,6 +307,7 @@ class CacheExpiry(Result):
     peak_delay: float
     seconds_over_timeout: float
     recovery_time: float
+    held_by_retries: bool
     bistable_range: tuple | None
     refresh_utilization: float | None
     verdict: str
@@ -427,11 +436,17 @@ def cache_expiry(arrival_rate: float, hit_ratio: float, hit_service: Service | f
     ``lambda (E[S_hit] + (1 - h(t)) (E[S_miss] - E[S_hit]))``, averaged exactly over each bucket,
     and drives the fluid backlog of :func:`capacity.overload.backlog` (a lower bound on the mean
     backlog; random arrivals add queueing on top).  If the backlog delay passes the timeout,
-    requests time out; with retries each timeout comes back as another attempt.  The retry
-    equation (:func:`capacity.overload.retry_fixed_points`, on the warm-cache law) then says
-    whether the rate sits in the bistable range, where a push past the unstable state leaves the
-    service overloaded after the push has ended: the expiry is such a push.  That last step is
-    a criterion, not a simulation of the retries during the burst.
+    requests time out; with retries each timeout comes back ``timeout`` seconds later as another
+    attempt (:mod:`capacity.plan._retry_fluid`): every attempt meeting a delay past the timeout
+    fails, and if the first attempts and their retries, ``(retries + 1) lambda E[S]`` with the
+    cache warm again, are more than the cores do, the backlog never drains -- the retries hold
+    the service overloaded after the push has ended (metastable).  The retry equation
+    (:func:`capacity.overload.retry_fixed_points`, on the warm-cache law) gives the bistable
+    range at steady state for comparison.  Against an exact request-by-request simulation (FCFS,
+    one core, 300 and 3000 keys at 100-200 requests/s, 1 s timeout, two retries;
+    ``tests/test_plan_cache_expiry_sim.py``): the verdict held in every seeded run, and where
+    the retries did not hold it the simulated service recovered when this fluid says, within a
+    quarter (without retries the peak delay within 15 %).
 
     What it leaves out: the database's own slowdown under the burst (a longer ``fill_time``;
     pass the slow value), request coalescing (set ``fill_time=0``), keys that were never cached.
@@ -477,26 +492,42 @@ def cache_expiry(arrival_rate: float, hit_ratio: float, hit_service: Service | f
     hot_miss = _hot_miss_average(weight, pop, h * lam, d, edges) if h > 0 else np.zeros(n)
     tick()
     miss = (1.0 - h) + h * hot_miss
-    work = lam * (m_hit + miss * (m_miss - m_hit))
+    steady = lam * (h * m_hit + (1 - h) * m_miss) / c
     from ..overload import backlog, retry_fixed_points
 
+    work = lam * (m_hit + miss * (m_miss - m_hit))
     # backlog() takes a rate and a mean cost; CPU-seconds per second at a cost of 1 s is the same work.
     bl = backlog(work, Service.deterministic(1.0), c, bucket=dt, timeout=tau)
-    tick()
-    table = pd.DataFrame({"hit_ratio": 1.0 - miss, "miss_rate": lam * miss, "utilization": work / c,
-                          "backlog": bl.table["backlog"].to_numpy(), "backlog_delay": bl.table["backlog_delay"].to_numpy()},
+    fluid = dict(peak_delay=bl.peak_delay, seconds_over_timeout=bl.seconds_over_timeout,
+                 recovery_time=bl.recovery_time)
+    table = pd.DataFrame({"hit_ratio": 1.0 - miss, "miss_rate": lam * miss, "attempt_rate": np.full(n, lam),
+                          "utilization": work / c, "backlog": bl.table["backlog"].to_numpy(),
+                          "backlog_delay": bl.table["backlog_delay"].to_numpy()},
                          index=pd.Index(edges[:-1], name="time"))
-    steady = lam * (h * m_hit + (1 - h) * m_miss) / c
+    refill = np.flatnonzero(table["hit_ratio"].to_numpy() >= h - 0.01)
+    held = False
+    if r_max > 0 and bl.seconds_over_timeout > 0:
+        # Attempts time out: their retries add work (without timeouts there is nothing to retry).
+        from ._retry_fluid import Keys, retry_backlog, summary
+
+        run = retry_backlog(Keys(weight, pop, h, d, m_hit, m_miss), lam, c, dt, tau, r_max, work)
+        m = run.backlog.size
+        retry_work = run.attempts * (m_hit + run.miss * (m_miss - m_hit))
+        fluid = summary(run, retry_work, c, dt)
+        held = run.held
+        table = pd.DataFrame({"hit_ratio": 1.0 - run.miss, "miss_rate": run.attempts * run.miss,
+                              "attempt_rate": run.attempts, "utilization": retry_work / c, "backlog": run.backlog,
+                              "backlog_delay": run.backlog / c}, index=pd.Index(np.arange(m) * dt, name="time"))
+    tick()
     bistable = None
     if r_max > 0:
         mix = cache_service(h, hit_service, miss_service)
         bistable = tuple(retry_fixed_points(lam, mix, tau, r_max, discipline, servers=c, grid=120).bistable_range)
         tick()
-    back = np.flatnonzero(table["hit_ratio"].to_numpy() >= h - 0.01)
     res = dict(table=table, extra_misses=float(k + h * lam * d), extra_cpu=float((k + h * lam * d) * (m_miss - m_hit)),
                steady_utilization=steady, peak_utilization=float(table["utilization"].max()),
-               refill_time=float(edges[back[0]]) if back.size else math.inf, peak_delay=bl.peak_delay,
-               seconds_over_timeout=bl.seconds_over_timeout, recovery_time=bl.recovery_time, bistable_range=bistable,
+               refill_time=float(edges[refill[0]]) if refill.size else math.inf, **fluid,
+               held_by_retries=held, bistable_range=bistable,
                refresh_utilization=None if refresh_interval is None else
                steady + k * m_miss / float(check_positive(refresh_interval, "refresh_interval")) / c,
                arrival_rate=lam, hit_ratio=h, keys=k, zipf=z, fill_time=d, timeout=tau, retries=r_max, servers=c,
@@ -512,8 +543,7 @@ def _verdict(r: dict) -> str:
         return "absorbed"
     if not r["seconds_over_timeout"] > 0:
         return "delayed"
-    lo, hi = r["bistable_range"] or (math.nan, math.nan)
-    return "metastable" if lo <= r["arrival_rate"] <= hi else "timeouts"
+    return "metastable" if r["held_by_retries"] else "timeouts"
 
 
 def _explain_expiry(r: dict, m_hit: float, m_miss: float) -> str:
@@ -533,17 +563,26 @@ def _explain_expiry(r: dict, m_hit: float, m_miss: float) -> str:
         text += (f" A backlog builds up to {_fmt_time(r['peak_delay'])} of delay, below the "
                  f"{_fmt_time(r['timeout'])} timeout, and drains {_fmt_time(r['recovery_time'])} after the "
                  "overload: slow responses, no timeouts.")
+    elif v == "metastable":
+        peak = float(r["table"]["attempt_rate"].max())
+        text += (f" The backlog delay passes the {_fmt_time(r['timeout'])} timeout; every attempt then times out "
+                 f"and comes back, {r['retries']} time{'s' if r['retries'] > 1 else ''} at most, so the attempts "
+                 f"climb to {_fmt_rate(peak)}: {100 * r['table']['utilization'].iloc[-1]:.3g} % of the cores even "
+                 "with every key back. The retries hold the service overloaded after the burst -- a metastable "
+                 "failure that only shedding load (or fewer retries) ends")
+        if r["bistable_range"] is not None and r["bistable_range"][0] <= lam:
+            lo, hi = r["bistable_range"]
+            text += (f"; {_fmt_rate(lam)} lies in the retries' bistable range at steady state ({_fmt_rate(lo)} "
+                     f"to {_fmt_rate(hi)})")
+        text += "."
     else:
         text += (f" The backlog delay reaches {_fmt_time(r['peak_delay'])}, past the {_fmt_time(r['timeout'])} "
                  f"timeout for {_fmt_time(r['seconds_over_timeout'])}: requests time out")
-        if v == "metastable":
-            lo, hi = r["bistable_range"]
-            text += (f", and {_fmt_rate(lam)} lies in the retries' bistable range ({_fmt_rate(lo)} to "
-                     f"{_fmt_rate(hi)}): the retries of the timed-out requests can hold the service overloaded "
-                     "after every key is back -- a metastable failure that only shedding load ends.")
-        elif r["retries"]:
-            text += (", but the rate is outside the retries' bistable range, so the service recovers by itself "
-                     "once the keys are back.")
+        if r["retries"]:
+            peak = float(r["table"]["attempt_rate"].max())
+            text += (f"; their retries raise the attempts to {_fmt_rate(peak)}, which the cores still do once the "
+                     f"keys are back, so the service recovers by itself "
+                     f"{_fmt_time(r['recovery_time'])} after the overload.")
         else:
             text += "; without retries the service recovers once the keys are back."
     if r["refresh_utilization"] is not None:
