@@ -126,18 +126,19 @@ def test_endpoints_sharing_one_queue_get_their_own_cpu(discipline, seed):
     assert w @ table["cpu_per_request"].to_numpy() == pytest.approx(res.cpu_per_request_, rel=1e-9)
 
 
-def test_endpoint_table_of_a_shared_loop_plans_the_static_files_latency():
+@pytest.mark.parametrize("discipline", ["ps", "fcfs"])
+def test_endpoint_table_of_a_shared_queue_plans_each_endpoints_latency(discipline):
     """The fitted table through plan.endpoint_mix at the top load bin's rate against what the
-    simulated static files and API calls met there (PS: the mean of every endpoint is its CPU
-    times one slowdown).  Within 10 %: the table's costs (within 5 %) times the queue's slowdown
-    at 80 %, which moves 5 times as fast as the utilisation."""
+    simulated static files and API calls met there: each endpoint's mean response within 10 %
+    (PS: its CPU, within 5 %, times the queue's slowdown at 80 %, which moves 5 times as fast as
+    the utilisation; FCFS: the queue's wait, the same for both, plus its CPU)."""
     from capacity import plan
 
-    log, req, static, es = _shared_loop("ps", 3)
-    res, _ = _quiet(log, discipline="ps")
+    log, req, static, es = _shared_loop(discipline, 3)
+    res, _ = _quiet(log, discipline=discipline)
     top = (req["arrival"] > 4500.0 + 60.0).to_numpy()          # the last step, its first minute left out
     rate = top.sum() / (6000.0 - 4560.0)
-    mix = plan.endpoint_mix(res.endpoints_, arrival_rate=rate, discipline="ps", q=None).table
+    mix = plan.endpoint_mix(res.endpoints_, arrival_rate=rate, discipline=discipline, q=None).table
     for name, sel in (("/static", static), ("/api", ~static)):
         measured = req["response"].to_numpy()[top & sel].mean()
         assert mix.loc[name, "mean_response_s"] == pytest.approx(measured, rel=0.10), name

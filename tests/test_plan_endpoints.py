@@ -59,16 +59,18 @@ def test_several_cores_one_slowdown():
 
 
 def test_ceiling_gain_is_a_finite_difference_of_the_ceiling():
+    # FCFS on two cores: the mixes' two-moment gamma stand-ins (one core: the exact mixtures,
+    # against the simulator below).
     from capacity.plan import qps_ceiling
 
-    r = endpoint_mix(EPS, discipline="fcfs")
+    r = endpoint_mix(EPS, servers=2, discipline="fcfs")
     base = qps_ceiling(Service.gamma(0.85 / 70, (20 * 0.04 ** 2 + 50 * 0.001 ** 2) / 70 / (0.85 / 70) ** 2 - 1),
-                       1, {0.99: 0.5}, "fcfs").qps
+                       2, {0.99: 0.5}, "fcfs").qps
     assert r.ceiling_qps == pytest.approx(base, rel=1e-6)
     d = 1e-4
     m1 = (20 * (0.04 - d) + 50 * 0.001) / 70
     m2 = (20 * (0.04 - d) ** 2 + 50 * 0.001 ** 2) / 70
-    cut = qps_ceiling(Service.gamma(m1, m2 / m1 ** 2 - 1), 1, {0.99: 0.5}, "fcfs").qps
+    cut = qps_ceiling(Service.gamma(m1, m2 / m1 ** 2 - 1), 2, {0.99: 0.5}, "fcfs").qps
     assert r.table.loc["/api", "ceiling_gain_qps_per_ms"] == pytest.approx((cut - base) / d * 1e-3, rel=1e-5)
 
 
@@ -199,6 +201,36 @@ def test_fcfs_percentiles_of_a_continuous_mix_against_the_simulator(servers, sca
         sim = np.array(runs[k])
         se = sim.std(ddof=1) / np.sqrt(sim.size)
         assert abs(got.table.loc[k, "p99_s"] - sim.mean()) <= 3 * se + 0.02 * sim.mean(), (k, got.table, sim)
+
+
+def test_fcfs_ceilings_of_the_mix_and_of_its_cuts_against_the_simulator():
+    """One FCFS core, an API (20/s of 40 ms) and static files (50/s of 1 ms), exponential CPU,
+    p99 <= 0.5 s.  The ceiling of the mix, and of the mix with 0.5 ms cut off every API call or
+    every static file (the endpoints' shares kept): at each, the simulated p99 (four 4000 s runs)
+    is the SLO within three standard errors plus 2 %.  The exact mixture puts the static files
+    first (their cut buys more ceiling), as the simulator does (p99 at 55/s cut by 18.4 +- 1.2 ms
+    against 17.5 +- 0.9 ms); the two-moment stand-in it replaced put the API first (+2.02 against
+    +1.58 QPS per ms) -- it read the static cut's p99 gain 17 % low."""
+    rng = np.random.default_rng(1)
+    api, static = rng.exponential(0.040, 200_000), rng.exponential(0.001, 500_000)
+
+    def mix(api_ms, static_ms):
+        got = endpoint_mix({"/api": (20.0, Service.exponential(api_ms / 1e3)),
+                            "/static": (50.0, Service.exponential(static_ms / 1e3))}, discipline="fcfs", q=None)
+        law = Service.empirical(np.concatenate([api * api_ms / 40.0, static * static_ms / 1.0]))
+        return got, law
+
+    base, _ = mix(40.0, 1.0)
+    assert base.optimise_first == "/static"
+    ceilings = {}
+    for name, (a, b) in {"base": (40.0, 1.0), "api": (39.5, 1.0), "static": (40.0, 0.5)}.items():
+        got, law = mix(a, b)
+        ceilings[name] = got.ceiling_qps
+        sim = np.array([np.quantile(simulate(got.ceiling_qps, law, "fcfs", horizon=4000.0, seed=s).requests["response"]
+                                    .to_numpy(), 0.99) for s in range(4)])
+        se = sim.std(ddof=1) / 2.0
+        assert abs(sim.mean() - 0.5) <= 3 * se + 0.01, (name, sim)
+    assert ceilings["static"] > ceilings["api"] > ceilings["base"]
 
 
 def test_percentiles_only_where_asked_and_computed():

@@ -126,7 +126,7 @@ def _cmd_cache(args: argparse.Namespace) -> tuple[dict, str]:
     if args.keys is not None and (args.qps is None or len(ratios) != 1):
         raise _UsageError("argument --keys: needs --qps and exactly one --hit-ratio (the warm cache's)")
     res = plan.cache_ceiling(args.hit_cpu, args.miss_cpu, ratios, args.servers, args.slo, args.discipline,
-                             arrival_rate=args.qps)
+                             arrival_rate=args.qps, progress=_stderr_progress())
     t = res.table
     data = {"command": "cache", "hit_cpu_s": args.hit_cpu, "miss_cpu_s": args.miss_cpu, "servers": args.servers,
             "discipline": args.discipline, "slo": {_q(q): float(v) for q, v in sorted(args.slo.items())},
@@ -156,7 +156,7 @@ def _cmd_endpoints(args: argparse.Namespace) -> tuple[dict, str]:
     if args.isolate is not None and args.isolate not in args.endpoints:
         raise _UsageError(f"argument --isolate: expected one of {', '.join(args.endpoints)}, got {args.isolate!r}")
     res = plan.endpoint_mix(args.endpoints, args.servers, args.discipline, args.slo, isolate=args.isolate,
-                            isolated_servers=args.isolated_servers)
+                            isolated_servers=args.isolated_servers, progress=_stderr_progress())
     t = res.table
     data = {"command": "endpoints", "servers": args.servers, "discipline": args.discipline,
             "slo": {_q(q): float(v) for q, v in sorted(args.slo.items())},

@@ -186,7 +186,7 @@ def _cmd_gc(args: argparse.Namespace) -> tuple[dict, str]:
     res = plan.gc_whatif(service, args.gc_share, args.pause, args.pause_rate, args.new_gc_share, args.new_pause,
                          args.new_pause_rate, servers=args.servers, slo=args.slo, discipline=args.discipline,
                          processes=args.processes, pause_scv=args.pause_scv, arrival_rate=args.qps,
-                         measured_gain=args.measured_gain)
+                         measured_gain=args.measured_gain, progress=_stderr_progress())
     t = res.table
     qcols = [f"{_q(q)}_s" for q in sorted(args.slo)]
     data = {"command": "gc", "service": {"mean_s": args.cpu, "scv": float(service.scv), "family": service.family},
@@ -223,7 +223,8 @@ def _cmd_jvm_gc(args: argparse.Namespace) -> tuple[dict, str]:
                              servers=args.servers, slo=args.slo, discipline=args.discipline, window=args.window,
                              timeout=args.timeout, pause_scv=args.pause_scv, resize_pause_count=args.resize_pauses,
                              resize_pause_time=args.resize_pause_time, fixed_heap=args.fixed_heap,
-                             processes=args.processes, measured_gain=args.measured_gain)
+                             processes=args.processes, measured_gain=args.measured_gain,
+                             progress=_stderr_progress())
     t = res.table
     qcols = [f"{_q(q)}_s" for q in sorted(args.slo)]
     data = {"command": "jvm-gc", "service": {"mean_s": args.cpu, "scv": float(service.scv), "family": service.family},

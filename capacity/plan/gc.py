@@ -3,12 +3,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from collections.abc import Callable
 from typing import Any, ClassVar, Mapping
 
 import numpy as np
 import pandas as pd
 
 from .._checks import check_discipline, check_nonnegative, check_positive, check_servers
+from .._common import progress_ticker
 from .._result import Result
 from ..distributions import Service, as_service
 from ._gc_service import _queue_service, _setting, _timeout_fraction
@@ -152,7 +154,7 @@ def gc_whatif(service: Service | ArrayLike, gc_cpu_share: float, pause_mean: flo
               new_pause_rate: float | None = None, servers: int = 1, slo: Mapping[float, float] | None = None,
               discipline: str = "fcfs", *, processes: int = 1, pause_scv: float = 0.0,
               arrival_rate: float | None = None, measured_gain: float | None = None,
-              timeout: float | None = None) -> GCWhatIf:
+              timeout: float | None = None, progress: Callable[[int, int], Any] | None = None) -> GCWhatIf:
     """Predicted effect of a GC change on the QPS ceiling and the latency percentiles.
 
     Parameters
@@ -188,6 +190,9 @@ def gc_whatif(service: Service | ArrayLike, gc_cpu_share: float, pause_mean: flo
     timeout : float, optional
         Client timeout, s: adds the column ``timeout_fraction`` (share of requests over it at
         ``arrival_rate``; 1.0 where the queue is unstable).
+    progress : callable, optional
+        ``progress(done, total)`` after the ceilings and after the percentiles (processor
+        sharing on several cores takes a second or so).
 
     Returns
     -------
@@ -331,11 +336,14 @@ def gc_whatif(service: Service | ArrayLike, gc_cpu_share: float, pause_mean: flo
     qs, ts = _parse_slo(slo)
     notes: list[str] = []
     before, after = _settings(mean, scv, g, v, r, g2, v2, new_pause_rate, pscv, notes)
+    tick = progress_ticker(progress, 2)
     rows = _rows({"before": before, "after": after}, c, n_proc, slo, discipline)
+    tick()
     lam = rows["before"]["ceiling_qps"] if arrival_rate is None else float(check_positive(arrival_rate,
                                                                                           "arrival_rate"))
     tmo = None if timeout is None else float(check_positive(timeout, "timeout"))
     _at_rate(rows, lam, c, n_proc, qs, discipline, tmo, pscv)
+    tick()
     keep = ["gc_cpu_share", "pause_mean_s", "pause_rate_per_s", "pause_share", "service_mean_s", "service_scv",
             "capacity_qps", "ceiling_qps"] + [f"{_fmt_q(q)}_s" for q in qs] + ["pause_delay_s"]
     keep += [] if tmo is None else ["timeout_fraction"]
@@ -386,7 +394,7 @@ def jvm_gc_whatif(service: Service | ArrayLike, arrival_rate: float, pause_count
                   slo: Mapping[float, float] | None = None, discipline: str = "fcfs", *, window: float = 60.0,
                   timeout: float | None = None, pause_scv: float = 0.0, resize_pause_count: float = 0.0,
                   resize_pause_time: float = 0.0, fixed_heap: bool = False, processes: int = 1,
-                  measured_gain: float | None = None) -> GCWhatIf:
+                  measured_gain: float | None = None, progress: Callable[[int, int], Any] | None = None) -> GCWhatIf:
     """:func:`gc_whatif` from a JVM GC log: young-GC pauses counted per window at today's traffic.
 
     Parameters
@@ -402,7 +410,7 @@ def jvm_gc_whatif(service: Service | ArrayLike, arrival_rate: float, pause_count
         The same after the change, at the same traffic (default: unchanged).
     servers : int, optional
         Cores per JVM; a pause stops all of them and the parallel GC threads use them all.
-    slo, discipline, timeout, pause_scv, processes, measured_gain
+    slo, discipline, timeout, pause_scv, processes, measured_gain, progress
         As in :func:`gc_whatif`.
     window : float, optional
         Length of the window the pauses were counted in, s (default 60: the GC dashboards' per
@@ -480,7 +488,7 @@ def jvm_gc_whatif(service: Service | ArrayLike, arrival_rate: float, pause_count
     g2 = gc2 / (cpu * (1.0 - g) + gc2)
     res = gc_whatif(svc, g, tau / n, None, g2, tau2 / n2, None, servers=c, slo=slo, discipline=discipline,
                     processes=n_proc, pause_scv=pause_scv, arrival_rate=lam, measured_gain=measured_gain,
-                    timeout=timeout)
+                    timeout=timeout, progress=progress)
     per_min = 60.0 / w
     lead = (f"JVM young GC {n * per_min:.3g} -> {n2 * per_min:.3g} pauses per minute, "
             f"{1e3 * tau * per_min:.4g} -> {1e3 * tau2 * per_min:.4g} ms of pause per minute "
