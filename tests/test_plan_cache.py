@@ -123,6 +123,31 @@ def test_expiry_verdicts():
     assert cache_expiry(200.0, 0.9, 0.001, 0.020, keys=10_000, timeout=1.0).verdict == "timeouts"
 
 
+@pytest.mark.parametrize("discipline", ["fcfs", "ps"])
+def test_refresh_p99_against_the_simulator(discipline):
+    """Active refresh of 5000 keys every 10 min (8.3 recomputations/s of a 20 ms miss) beside 200
+    requests/s at a 90 % hit ratio (1 ms hits), one core: 58 % -> 75 % busy.  The requests' p99
+    with and without the refresh work, against six 3000 s runs whose recomputations are Poisson
+    jobs in the same queue (told apart from the requests by their sizes): within three standard
+    errors plus 3 %."""
+    r = cache_expiry(200.0, 0.9, 0.001, 0.020, keys=5000, refresh_interval=600.0, discipline=discipline)
+    rng = np.random.default_rng(5)
+    hits, misses = rng.exponential(0.001, 180_000), rng.exponential(0.020, 20_000)
+    jobs = rng.exponential(0.020, 8_333) + 1e-12                  # the refresh job's recomputations
+    for got, with_refresh in ((r.steady_p99, False), (r.refresh_p99, True)):
+        sizes = np.concatenate([hits, misses] + ([jobs] if with_refresh else []))
+        rate = 200.0 + (5000 / 600.0 if with_refresh else 0.0)
+        sim = []
+        for seed in range(6):
+            req = simulate(rate, Service.empirical(sizes), discipline, horizon=3000.0, seed=seed).requests
+            req = req[(req["arrival"] > 20.0) & ~np.isin(req["service"], jobs)]
+            sim.append(np.quantile(req["response"].to_numpy(), 0.99))
+        sim = np.array(sim)
+        se = sim.std(ddof=1) / np.sqrt(sim.size)
+        assert abs(got - sim.mean()) <= 3 * se + 0.03 * sim.mean(), (with_refresh, got, sim)
+    assert r.refresh_p99 > 1.5 * r.steady_p99
+
+
 def test_zipf_keys_refill_popular_first():
     uni = cache_expiry(100.0, 0.9, 0.001, 0.010, keys=5000, horizon=200.0)
     zipf = cache_expiry(100.0, 0.9, 0.001, 0.010, keys=5000, zipf=1.0, horizon=200.0)
