@@ -253,3 +253,29 @@ def test_cli_endpoints_json_and_errors():
                        (["/api=-2qps:40ms"], "/api")):
         code, _, err = run_cli("endpoints", *args)
         assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1 and flag in err
+
+
+def test_cli_endpoints_from_a_log(tmp_path):
+    """``capacity endpoints --log``: one event loop's request log (a 40 ms lognormal API, 2 in 7
+    requests, and 1 ms static files, utilisation 0.3 then 0.7), each endpoint's CPU fitted on the
+    shared queue (within 8 %: the fit's E[S] and the simulated noise) and planned at --qps."""
+    rng = np.random.default_rng(3)
+    sizes = np.concatenate([Service.lognormal(0.040, 1.0).sample(100_000, rng), np.full(250_000, 0.001)])
+    mix = Service.empirical(sizes)
+    req = simulate(pd.Series(np.repeat([0.3, 0.7], 1200) / float(mix.mean)), mix, "ps", seed=4).requests
+    static = req["service"].to_numpy() == 0.001
+    path = tmp_path / "access.csv"
+    pd.DataFrame({"time": req["completion"], "duration": req["response"],
+                  "endpoint": np.where(static, "/static", "/api")}).to_csv(path, index=False)
+    code, out, err = run_cli("endpoints", "--log", str(path), "--qps", "60", "--json")
+    assert code == 0, err
+    rows = {row["endpoint"]: row for row in json.loads(out)["rows"]}
+    assert rows["/static"]["mean_cpu_s"] == pytest.approx(0.001, rel=0.08)
+    assert rows["/api"]["mean_cpu_s"] == pytest.approx(0.040, rel=0.08)
+    assert sum(row["arrival_rate"] for row in rows.values()) == pytest.approx(60.0)
+    code, out, _ = run_cli("endpoints", "--log", str(path))
+    assert code == 0 and "2 endpoints fitted on the shared queue" in out
+    for args, flag in ((["/api=20qps:40ms", "--log", str(path)], "one of the two"), (["/api=20qps:40ms", "--qps", "5"], "--qps"),
+                       (["--log", str(tmp_path / "missing.csv")], "--log")):
+        code, _, err = run_cli("endpoints", *args)
+        assert code == 2 and "Traceback" not in err and flag in err, err

@@ -29,6 +29,8 @@ examples:
   capacity endpoints /api=20qps:40ms,/static=50qps:1ms
   capacity endpoints /api=20qps:40ms,/static=50qps:1ms --discipline fcfs --isolate /static
   capacity endpoints /api=20qps:40ms:4,/static=50qps:1ms:0 --slo p99=300ms --json   # NAME=RATE:CPU[:SCV]
+  # from one process's request log (time, duration, endpoint): each endpoint's CPU on the shared queue
+  capacity endpoints --log access.csv --qps 90
 """
 
 
@@ -106,8 +108,17 @@ def _add_endpoints(sub) -> None:
                                     "same queue), which endpoint to optimise first (SLO ceiling gained per ms "
                                     "saved), and what moving one to its own process buys.",
                         epilog=ENDPOINTS_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
-    en.add_argument("endpoints", type=_endpoint_specs, metavar="NAME=RATE:CPU[:SCV],...",
+    en.add_argument("endpoints", type=_endpoint_specs, metavar="NAME=RATE:CPU[:SCV],...", nargs="?", default=None,
                     help="each endpoint's rate and mean CPU per request (scv default 1)")
+    en.add_argument("--log", default=None, metavar="FILE",
+                    help="instead: fit each endpoint's CPU from one process's request log (csv: time, "
+                         "duration, endpoint; or nginx), the endpoints sharing its queue")
+    en.add_argument("--qps", type=t["rate"], default=None, metavar="RATE",
+                    help="with --log: the total rate to plan for (default: the log's mean rate)")
+    en.add_argument("--format", choices=("nginx", "csv"), default=None,
+                    help="with --log: log type (default: csv for .csv/.parquet files, else nginx)")
+    en.add_argument("--log-format", default=None, metavar="FORMAT",
+                    help="with --log: the nginx log_format the log was written with")
     en.add_argument("--servers", type=t["count"], default=1, metavar="N", help="cores of the queue (default 1)")
     en.add_argument("--discipline", choices=("ps", "fcfs"), default="ps",
                     help="ps: event loop (default); fcfs: blocking worker pool")
@@ -150,13 +161,55 @@ def _cmd_cache(args: argparse.Namespace) -> tuple[dict, str]:
     return data, "\n".join(lines)
 
 
+def _endpoints_from_log(args: argparse.Namespace):
+    """The per-endpoint table of ``fit.from_requests`` on the log (endpoints sharing its queue), the
+    rate to plan for, and lines saying where they came from."""
+    import warnings
+
+    from ..fit import from_requests
+    from ._fit_command import _read_log
+
+    df, fmt, notes = _read_log(args)
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        res = from_requests(df, servers=args.servers, discipline=args.discipline, by_endpoint=True)
+    table = res.endpoints_
+    fitted = table.dropna(subset=["cpu_per_request", "scv"])
+    if res.fit_ is None or fitted.empty:
+        why = "; ".join(res.warnings_) or "no endpoint with enough requests"
+        raise _UsageError(f"argument --log: cannot fit endpoints from {args.log!r}: {why}")
+    windows = res.windows_
+    log_rate = float(windows["requests"].sum() / (len(windows) * (windows["start"].iloc[1] - windows["start"].iloc[0])
+                                                  if len(windows) > 1 else 1.0))
+    rate = args.qps if args.qps is not None else log_rate
+    left = table.loc[table["cpu_per_request"].isna()]
+    lines = [f"from {args.log} ({fmt}): {int(res.n_observations):,} requests at {log_rate:.4g} QPS on average, "
+             f"{len(fitted)} endpoint{'s' if len(fitted) > 1 else ''} fitted on the shared queue"]
+    if len(left):
+        lines.append(f"  {len(left)} endpoint{'s' if len(left) > 1 else ''} with too few requests left out "
+                     f"({100 * float(left['share'].sum()):.3g} % of the requests; the others carry their share)")
+    return table, rate, lines + [f"  {n}" for n in notes]
+
+
 def _cmd_endpoints(args: argparse.Namespace) -> tuple[dict, str]:
     from .. import plan
 
-    if args.isolate is not None and args.isolate not in args.endpoints:
-        raise _UsageError(f"argument --isolate: expected one of {', '.join(args.endpoints)}, got {args.isolate!r}")
-    res = plan.endpoint_mix(args.endpoints, args.servers, args.discipline, args.slo, isolate=args.isolate,
-                            isolated_servers=args.isolated_servers, progress=_stderr_progress())
+    if (args.endpoints is None) == (args.log is None):
+        raise _UsageError("give the endpoints (NAME=RATE:CPU,...) or --log FILE, one of the two")
+    for flag, value in (("--qps", args.qps), ("--format", args.format), ("--log-format", args.log_format)):
+        if value is not None and args.log is None:
+            raise _UsageError(f"argument {flag}: applies to --log only")
+    head: list[str] = []
+    if args.log is not None:
+        endpoints, rate, head = _endpoints_from_log(args)
+        names = [str(e) for e in endpoints["endpoint"]]
+    else:
+        endpoints, rate, names = args.endpoints, None, list(args.endpoints)
+    if args.isolate is not None and args.isolate not in names:
+        raise _UsageError(f"argument --isolate: expected one of {', '.join(names)}, got {args.isolate!r}")
+    res = plan.endpoint_mix(endpoints, args.servers, args.discipline, args.slo, arrival_rate=rate,
+                            isolate=args.isolate, isolated_servers=args.isolated_servers,
+                            progress=_stderr_progress())
     t = res.table
     data = {"command": "endpoints", "servers": args.servers, "discipline": args.discipline,
             "slo": {_q(q): float(v) for q, v in sorted(args.slo.items())},
@@ -165,8 +218,8 @@ def _cmd_endpoints(args: argparse.Namespace) -> tuple[dict, str]:
             "optimise_first": res.optimise_first, "explanation": res.explanation}
     qcol = [c for c in t.columns if c.startswith("p") and c.endswith("_s")]
     width = max(10, max(len(e) for e in t.index) + 2)
-    lines = [f"Endpoints on {args.servers} core{'s' if args.servers > 1 else ''}, {args.discipline}, "
-             f"{100 * res.utilization:.3g} % busy", "",
+    lines = head + [f"Endpoints on {args.servers} core{'s' if args.servers > 1 else ''}, {args.discipline}, "
+                    f"{100 * res.utilization:.3g} % busy", "",
              f"{'endpoint':<{width}}{'QPS':>8}{'CPU':>10}{'mean':>10}{'slowdown':>10}"
              + "".join(f"{c[:-2]:>10}" for c in qcol) + f"{'QPS/ms saved':>14}"
              + (f"{'own process':>13}" if args.isolate else "")]
