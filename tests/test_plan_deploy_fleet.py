@@ -15,18 +15,20 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from capacity import plan
+from capacity import Service, plan, simulate
 
 N, LAM, MEAN = 10, 500.0, 0.010
 DT = 0.01
 
 
-def _deploy(m0, warm_time, down, ramp, replications, seed, buckets, surge=False):
+def _deploy(m0, warm_time, down, ramp, replications, seed, buckets, surge=False, discipline="fcfs"):
     """Per cycle-time bucket: the pooled p99 of each role (0 = the batch just restarted, 1, 2, ...
     the earlier ones, -1 = a process not restarted for many cycles), from ``replications`` runs of
     one whole deploy of N processes, one at a time, cycles of ``down + ramp`` seconds.  With
     ``surge`` the old process serves, warm, until its replacement joins; the replacement starts
-    with an empty queue (the old one's requests finish where they are)."""
+    with an empty queue (the old one's requests finish where they are).  ``discipline="ps"``:
+    each process a processor-sharing queue (capacity.simulate in the warm clock, where a process
+    that runs at speed 1 / m slows every request in it alike)."""
     period = down + ramp
     total = N * period + 3 * period                    # every batch, then the last ones settle
     t = np.arange(0.0, total, DT)
@@ -50,10 +52,12 @@ def _deploy(m0, warm_time, down, ramp, replications, seed, buckets, surge=False)
             g_arrive = np.interp(arrive, t, clock[i])
             size = rng.exponential(MEAN, n)
             g_done = np.empty(n)
+            if discipline == "ps":
+                g_done[:] = simulate(g_arrive, Service.exponential(MEAN), "ps", seed=rng).requests["completion"]
             free = 0.0
             g_back = np.interp(back[i], t, clock[i])
             first_new = np.searchsorted(arrive, back[i]) if surge else -1
-            for j in range(n):                          # Lindley in the warm clock
+            for j in range(n if discipline == "fcfs" else 0):   # Lindley in the warm clock
                 if j == first_new:
                     free = g_back                       # the replacement's queue starts empty
                 free = max(free, g_arrive[j]) + size[j]
@@ -81,9 +85,10 @@ def _deploy(m0, warm_time, down, ramp, replications, seed, buckets, surge=False)
     return edges, out
 
 
-@pytest.mark.parametrize("m0, ramp, surge, within", [(2.0, 20.0, False, 0.10), (1.5, 0.0, False, 0.15),
-                                                     (2.0, 20.0, True, 0.10)])
-def test_the_deploys_p99_against_a_simulated_fleet(m0, ramp, surge, within):
+@pytest.mark.parametrize("m0, ramp, surge, within, discipline, reps", [
+    (2.0, 20.0, False, 0.10, "fcfs", 24), (1.5, 0.0, False, 0.15, "fcfs", 24), (2.0, 20.0, True, 0.10, "fcfs", 24),
+    (2.0, 20.0, False, 0.10, "ps", 12)])
+def test_the_deploys_p99_against_a_simulated_fleet(m0, ramp, surge, within, discipline, reps):
     """The table's worst-process p99 over the deploy cycle against the simulated fleet's, per
     4-second bucket (each role's p99 pooled over the steady cycles of 24 replications, the worst
     role's taken; at least 5000 requests behind each).  A 20 s restart, a 10 s warm-up, a 20 s
@@ -91,12 +96,14 @@ def test_the_deploys_p99_against_a_simulated_fleet(m0, ramp, surge, within):
     pointwise-stationary table holds); without it, a process back cold at full share, +9 % in the
     first 4 s and -12 % in the next (the queue it built in the first seconds is still draining:
     the table's stationary queue forgets at once), then within 3 %.  With surge (the old process
-    serving until its replacement joins): -3 % to +4 %."""
+    serving until its replacement joins): -3 % to +4 %.  Processor sharing with the ramp (12
+    replications): -9 % to +4 %."""
     down, warm = 20.0, 10.0
     res = plan.rolling_deploy(LAM, MEAN, N, m0, warmup_time=warm, restart_time=down, ramp=ramp,
-                              discipline="fcfs", slo={0.99: 0.25}, surge=surge)
+                              discipline=discipline, slo={0.99: 0.25}, surge=surge)
     period = down + ramp
-    edges, sim = _deploy(m0, warm, down, ramp, replications=24, seed=7, buckets=int(period / 4), surge=surge)
+    edges, sim = _deploy(m0, warm, down, ramp, replications=reps, seed=7, buckets=int(period / 4), surge=surge,
+                         discipline=discipline)
     mid = 0.5 * (edges[1:] + edges[:-1])
     model = np.interp(mid, res.table.index.to_numpy(), res.table["p99_s"].to_numpy())
     assert np.isfinite(sim).all()
