@@ -38,6 +38,21 @@ def test_ps_one_core_by_hand():
     assert r.table["mean_response_pooled_s"].tolist() == pytest.approx([0.040 * ratio, 0.001 * ratio], rel=1e-9)
 
 
+def test_fcfs_isolation_by_hand():
+    # /static alone on its own core: M/D/1 at 5 %, E[T] = 1 ms + 50 x 1e-6 / (2 x 0.95); /api alone
+    # on the other: M/D/1 at 80 %, 40 ms + 20 x 0.0016 / (2 x 0.2).  Pooled on 2 cores: M/G/2.
+    from capacity import fcfs
+
+    r = endpoint_mix(EPS, discipline="fcfs", isolate="/static")
+    split = r.table["mean_response_split_s"]
+    # rel 1e-6: a one-endpoint mix of a deterministic law is the gamma of scv 1e-6 (plan._mixture).
+    assert split["/static"] == pytest.approx(0.001 + 50 * 0.001 ** 2 / (2 * 0.95), rel=1e-6)
+    assert split["/api"] == pytest.approx(0.040 + 20 * 0.040 ** 2 / (2 * 0.2), rel=1e-6)
+    wait2 = float(fcfs.mean_wait(70.0, Service.gamma(0.85 / 70, (20 * 0.04 ** 2 + 50 * 0.001 ** 2) / 70
+                                                     / (0.85 / 70) ** 2 - 1), 2))
+    assert r.table["mean_response_pooled_s"].tolist() == pytest.approx([wait2 + 0.040, wait2 + 0.001], rel=1e-9)
+
+
 def test_fcfs_is_common_wait_plus_own_service():
     r = endpoint_mix(EPS, discipline="fcfs")
     lam, m2 = 70.0, 20 * 0.040 ** 2 + 50 * 0.001 ** 2

@@ -90,7 +90,13 @@ def cache_service(hit_ratio: ArrayLike, hit_service: Service | ArrayLike,
     against the simulator on the true mixture (``tests/test_plan_cache.py``; 1 ms hits and 25 ms
     misses, both deterministic, h = 0.8, one core 60 % busy): the p99 response is 12 % above the
     simulated one under FCFS (125 ms against 112 +/- 6 ms: conservative) and within 3 % under
-    processor sharing (144 ms against 148 +/- 7 ms).
+    processor sharing (144 ms against 148 +/- 7 ms).  Where the percentiles matter,
+    :func:`cache_ceiling` (FCFS on one core) and :func:`cache_whatif` use the mixture itself.
+
+    References
+    ----------
+    Seed article 001 (Ctrip), section 3.3 (hits and misses); M. Harchol-Balter, *Performance
+    Modeling and Design of Computer Systems* (2013), ch. 23 (the moments a mean needs).
 
     Examples
     --------
