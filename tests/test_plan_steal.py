@@ -145,6 +145,15 @@ def test_long_steal_periods_hurt_more_than_the_model_says():
     assert m.low > fcfs.mean_response(lam, Service.exponential(mean / (1 - s)))
     scv = 1 + mean * s * v / (1 - s) / (mean / (1 - s)) ** 2
     assert m.low <= fcfs.mean_response(lam, Service.gamma(mean / (1 - s), scv)) <= m.high
+    # The planner told the period: mean (Pollaczek-Khinchine, exact with Gaver's two moments) and
+    # p99 (the two-moment law, approximate) inside the 99 % intervals.
+    p = run.confidence_interval(0.99, level=0.99, warmup=10.0)
+    r = steal_whatif(mean, slo={0.99: 0.5}, steal=[s], discipline="fcfs", arrival_rate=lam, steal_period=v)
+    assert p.low <= r.table.loc[s, "p99_s"] <= p.high, (p, r.table)
+    fine = steal_whatif(mean, slo={0.99: 0.5}, steal=[s], discipline="fcfs", arrival_rate=lam)
+    assert fine.table.loc[s, "p99_s"] < p.low and r.ceiling_qps == fine.ceiling_qps and r.slo_steal < fine.slo_steal
+    with pytest.raises(ValueError, match="steal_period"):
+        steal_whatif(mean, steal=[s], discipline="ps", steal_period=v)
 
 
 def test_cli_steal_table_json_and_errors():
@@ -157,6 +166,11 @@ def test_cli_steal_table_json_and_errors():
     assert [row["ceiling_qps"] for row in data["rows"]] == pytest.approx([40 - LN100 / 0.5, 36 - LN100 / 0.5])
     code, out, _ = run_cli("steal", "--cpu", "25ms", "--discipline", "fcfs", "--qps", "25")
     assert code == 0 and "move host above 14.5 % steal" in out
+    code, out, _ = run_cli("steal", "--cpu", "25ms", "--discipline", "fcfs", "--qps", "25", "--steal-period", "50ms",
+                           "--json")
+    assert code == 0 and json.loads(out)["slo_steal"] < data["slo_steal"]
+    code, _, err = run_cli("steal", "--cpu", "25ms", "--steal-period", "50ms")
+    assert code == 2 and "--steal-period" in err and "Traceback" not in err
     for args, flag in ((["--steal", "0,150%"], "--steal"), (["--max-loss", "0"], "--max-loss")):
         code, _, err = run_cli("steal", "--cpu", "25ms", *args)
         assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1 and flag in err

@@ -304,6 +304,9 @@ def _add_steal(sub) -> None:
                     help="today's request rate: adds the percentiles and the steal at which the SLO breaks")
     st.add_argument("--max-loss", type=_fraction, default=None, metavar="F",
                     help="share of the ceiling you accept losing, e.g. 20%%: adds the steal at which it is lost")
+    st.add_argument("--steal-period", type=_time_or_zero, default=0.0, metavar="TIME",
+                    help="how long one steal period lasts when the hypervisor takes the core in long "
+                         "periods (default 0: finely interleaved); --discipline fcfs only")
     st.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 

@@ -326,9 +326,13 @@ def _cmd_steal(args: argparse.Namespace) -> tuple[dict, str]:
     from .. import plan
 
     service = _service(args)
+    if args.steal_period > 0 and args.discipline != "fcfs":
+        raise _UsageError("argument --steal-period: needs --discipline fcfs (under processor sharing a steal "
+                          "period stops every request in flight at once, which a per-request law does not describe)")
     steal = args.steal if args.steal is not None else plan.steal.DEFAULT_STEAL
     res = plan.steal_whatif(service, args.servers, args.slo, steal=steal, arrival_rate=args.qps,
-                            discipline=args.discipline, max_ceiling_loss=args.max_loss, progress=_stderr_progress())
+                            discipline=args.discipline, max_ceiling_loss=args.max_loss,
+                            steal_period=args.steal_period, progress=_stderr_progress())
     t = res.table
     qcols = [c for c in t.columns if c.startswith("p")]
     data = {"command": "steal", "service": {"mean_s": args.cpu, "scv": float(service.scv), "family": service.family},
