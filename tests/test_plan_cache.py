@@ -247,3 +247,17 @@ def test_slow_planners_report_progress():
         calls = []
         call(lambda done, total: calls.append((done, total)))
         assert calls == [(k, steps) for k in range(1, steps + 1)]
+
+
+def test_cli_cache_cpu_drop():
+    code, out, err = run_cli("cache", "--hit-cpu", "0.1ms", "--miss-cpu", "25ms", "--cpu-drop", "20%:4.5%", "--json")
+    data = json.loads(out)
+    assert code == 0, err
+    direct = cache_whatif(0.025, 0.20, 0.045, hit_cost_ratio=0.004)
+    assert data["whatif"]["implied_hit_ratio"] == pytest.approx(direct.implied_hit_ratio)
+    assert data["whatif"]["ceiling_after"] == pytest.approx(direct.ceiling_after)
+    for args, flag in ((["--cpu-drop", "20%"], "--cpu-drop"), (["--cpu-drop", "20%:150%"], "--cpu-drop"),
+                       (["--hit-cpu", "30ms", "--cpu-drop", "20%:5%"], "--hit-cpu")):
+        base = ["--hit-cpu", "0.1ms", "--miss-cpu", "25ms"] if args[0] != "--hit-cpu" else ["--miss-cpu", "25ms"]
+        code, _, err = run_cli("cache", *base, *args)
+        assert code == 2 and flag in err and "Traceback" not in err, err

@@ -21,7 +21,21 @@ examples:
   capacity cache --hit-cpu 1ms --miss-cpu 25ms --hit-ratio 0,80%,90%,98% --qps 60
   # every one of 10 000 keys expiring at once at 200 QPS, 2 client retries after a 1 s timeout
   capacity cache --hit-cpu 1ms --miss-cpu 20ms --hit-ratio 90% --qps 200 --keys 10000 --timeout 1s --retries 2
+  # seed 000: the CPU fell from 20 % to 4.5 % at the same traffic after caching (25 ms a request before)
+  capacity cache --hit-cpu 0.1ms --miss-cpu 25ms --cpu-drop 20%:4.5%
 """
+
+
+def _cpu_drop(text: str) -> tuple[float, float]:
+    """``BEFORE:AFTER`` CPU utilisations, e.g. ``20%:4.5%``, each a share in (0, 1)."""
+    parts = text.split(":")
+    try:
+        before, after = (units.parse_share(p) for p in parts) if len(parts) == 2 else (None, None)
+    except ValueError:
+        before = after = None
+    if before is None or not (0 < before < 1 and 0 < after < 1):
+        raise argparse.ArgumentTypeError(f"expected BEFORE:AFTER CPU utilisations like 20%:4.5%, got {text!r}")
+    return before, after
 
 ENDPOINTS_HELP = """\
 examples:
@@ -97,6 +111,10 @@ def _add_cache(sub) -> None:
     ca.add_argument("--retries", type=t["nonneg_int"], default=0, metavar="N", help="client retries (default 0)")
     ca.add_argument("--refresh", type=t["time"], default=None, metavar="TIME",
                     help="active refresh interval per key, to compare (e.g. 10min)")
+    ca.add_argument("--cpu-drop", type=_cpu_drop, default=None, metavar="BEFORE:AFTER",
+                    help="the CPU utilisation measured at the same traffic before and after adding the cache, "
+                         "e.g. 20%%:4.5%%: the hit ratio it implies (--miss-cpu the cost of a request "
+                         "before, --hit-cpu of a hit) and the ceiling before and after")
     ca.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
@@ -130,6 +148,21 @@ def _add_endpoints(sub) -> None:
     en.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
+def _cache_whatif_lines(args: argparse.Namespace, data: dict) -> list[str]:
+    from .. import plan
+
+    before, after = args.cpu_drop
+    kappa = args.hit_cpu / args.miss_cpu
+    if kappa >= 1:
+        raise _UsageError("argument --hit-cpu: with --cpu-drop a hit must cost less than a miss (--miss-cpu)")
+    w = plan.cache_whatif(args.miss_cpu, before, after, servers=args.servers, hit_cost_ratio=kappa, slo=args.slo,
+                          discipline=args.discipline, progress=_stderr_progress())
+    data["whatif"] = w.to_dict()
+    return ["", f"CPU {100 * before:.3g} % -> {100 * after:.3g} % at the same traffic: each request "
+                f"{w.cost_factor:.3g} x, hit ratio {100 * w.implied_hit_ratio:.3g} %; SLO ceiling "
+                f"{w.ceiling_before:.4g} -> {w.ceiling_after:.4g} QPS", "", _wrap(w.explanation)]
+
+
 def _cmd_cache(args: argparse.Namespace) -> tuple[dict, str]:
     from .. import plan
 
@@ -158,6 +191,8 @@ def _cmd_cache(args: argparse.Namespace) -> tuple[dict, str]:
                                progress=_stderr_progress())
         data["expiry"] = ex.to_dict()
         lines += ["", f"mass expiry of {args.keys:,} keys: {ex.verdict}", "", _wrap(ex.explanation)]
+    if args.cpu_drop is not None:
+        lines += _cache_whatif_lines(args, data)
     return data, "\n".join(lines)
 
 

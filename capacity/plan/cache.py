@@ -278,7 +278,11 @@ def _explain_ceiling(r: dict, hit: Service, miss: Service) -> str:
             text += (f" Today's {_fmt_rate(lam)} needs a hit ratio of at least {100 * need:.3g} %; below it the "
                      "SLO breaks, and a mass expiry that takes the hit ratio to 0 is an overload "
                      "(cache_expiry).")
-    return text + " Percentiles use the two-moment (gamma) law of the hit/miss mix; means are exact."
+    if r["discipline"] == "fcfs" and r["servers"] == 1:
+        return text + " The ceilings are those of the hit/miss mixture itself (exact on one FCFS core)."
+    stand_in = "gamma" if r["discipline"] == "fcfs" else "hyperexponential or Erlang"
+    return text + (f" Ceilings use a two-moment ({stand_in}) law of the hit/miss mix, not the mix itself "
+                   "(percentiles approximate, means exact).")
 
 
 # ---------------------------------------------------------------------------------------------
