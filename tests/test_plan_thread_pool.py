@@ -164,7 +164,14 @@ def test_cli_pool_table_json_and_errors():
     data = json.loads(out)
     assert code == 0 and data["best_threads"] == 1
     assert [row["mean_response_s"] for row in data["table"]] == pytest.approx([0.02, 0.023887], rel=1e-4)
+    # --slo: the percentile sizing of plan.pool_size (M/M/n on the whole holding time), beside the table.
+    code, out, _ = run_cli("pool", "--qps", "300", "--cpu", "2ms", "--delay", "20ms", "--cores", "2",
+                           "--slo", "p99=200ms", "--json")
+    data = json.loads(out)
+    direct = plan.pool_size(300.0, 0.022, {0.99: 0.2}, service=0.002, cores=2, switch_cost=5e-6)
+    assert code == 0 and data["threads_for_slo"] == direct.servers == 8
     for args, flag in ((["--qps", "100", "--cpu", "2ms", "--threads", "0"], "--threads"),
-                       (["--qps", "100"], "--cpu"), (["--qps", "100", "--cpu", "-2ms"], "--cpu")):
+                       (["--qps", "100"], "--cpu"), (["--qps", "100", "--cpu", "-2ms"], "--cpu"),
+                       (["--qps", "300", "--cpu", "2ms", "--delay", "20ms", "--slo", "p99=100ms"], "slo")):
         code, _, err = run_cli("pool", *args)
         assert code == 2 and flag in err and "Traceback" not in err

@@ -267,6 +267,9 @@ def _add_pool(sub) -> None:
                     help="time a core runs one thread before switching (default 3ms)")
     po.add_argument("--max-mean", type=_time, default=None, metavar="TIME",
                     help="the mean response the pool should keep: the fewest threads that do")
+    po.add_argument("--slo", type=_slo, default=None, metavar="pQ=TIME,...",
+                    help="a percentile objective on the tasks' response: the fewest threads that keep it "
+                         "(plan.pool_size: Erlang C with the tasks' CPU + IO as the holding time)")
     po.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 

@@ -298,6 +298,16 @@ def _cmd_pool(args: argparse.Namespace) -> tuple[dict, str]:
         lines.append(f"{n:>8}{_ms(r['mean_response_s']):>11}{wait:>11}{r['wait_probability']:>10.3g}"
                      f"{100 * r['cpu_utilization']:>7.3g}%{100 * r['switch_share']:>10.2g}%")
     lines += ["", _wrap(res.explanation)]
+    if args.slo is not None:
+        # The percentile SLO: the pool as M/M/n with the whole holding time (CPU + IO), its cores checked.
+        from ..distributions import Service
+
+        sized = plan.pool_size(args.qps, Service.exponential(args.cpu + args.delay), args.slo, service=args.cpu,
+                               cores=args.cores, switch_cost=args.switch_cost)
+        data["slo"] = {_q(q): float(v) for q, v in sorted(args.slo.items())}
+        data["threads_for_slo"] = _jsonable(sized.servers)
+        lines += ["", f"threads for {', '.join(f'{_q(q)} <= {_ms(v)}' for q, v in sorted(args.slo.items()))}: "
+                      f"{sized.servers}", "", _wrap(sized.explanation)]
     return data, "\n".join(lines)
 
 
