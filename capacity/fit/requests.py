@@ -292,6 +292,13 @@ def _endpoint_codes(log: RequestLog) -> tuple[np.ndarray, list[str], np.ndarray]
     return codes, names, np.bincount(codes, minlength=len(names))
 
 
+def _endpoint_row(name: str, n: int, total: int, min_requests: int) -> dict:
+    """A row of ``endpoints_`` before its fit; ``status`` says when it is too thin to fit."""
+    return {"endpoint": name, "requests": int(n), "share": n / total, "cpu_per_request": math.nan,
+            "scv": math.nan, "rms_rel_error": math.nan,
+            "status": f"skipped: {n} < min_requests={min_requests}" if n < min_requests else ""}
+
+
 def _shared_endpoints(res: RequestsFit, log: RequestLog, req_bin: np.ndarray, quantiles,
                       min_requests: int) -> list[dict]:
     """Rows of ``endpoints_``: each endpoint's CPU law on the queue fitted to all requests
@@ -308,11 +315,9 @@ def _shared_endpoints(res: RequestsFit, log: RequestLog, req_bin: np.ndarray, qu
         matched = shares.matched_rates(fit, off, rates)
     rows, skipped = [], []
     for code in sorted(range(len(names)), key=lambda i: (-counts[i], names[i])):
-        name, n = names[code], counts[code]
-        row = {"endpoint": name, "requests": int(n), "share": n / total, "cpu_per_request": math.nan,
-               "scv": math.nan, "rms_rel_error": math.nan, "status": ""}
-        if n < min_requests:
-            row["status"] = f"skipped: {n} < min_requests={min_requests}"
+        name = names[code]
+        row = _endpoint_row(name, counts[code], total, min_requests)
+        if row["status"]:
             skipped.append(name)
         elif fit is None:
             row["status"] = "no fit of the shared queue"
@@ -353,11 +358,9 @@ def _fit_endpoints(res: RequestsFit, log: RequestLog, fit_subset, min_requests: 
     total = counts.sum()
     rows, skipped = [], []
     for code in sorted(range(len(names)), key=lambda i: (-counts[i], names[i])):
-        name, n = names[code], counts[code]
-        row = {"endpoint": name, "requests": int(n), "share": n / total, "cpu_per_request": math.nan,
-               "scv": math.nan, "rms_rel_error": math.nan, "status": ""}
-        if n < min_requests:
-            row["status"] = f"skipped: {n} < min_requests={min_requests}"
+        name = names[code]
+        row = _endpoint_row(name, counts[code], total, min_requests)
+        if row["status"]:
             skipped.append(name)
         else:
             sel = codes == code
