@@ -91,7 +91,7 @@ def shared_means(fit, latency: np.ndarray, req_bin: np.ndarray, bin_rates: np.nd
         excess = total / n                                         # mean latency less delay per cell
         model = np.asarray(fit.predict_mean(np.where(np.isfinite(bin_rates), bin_rates, 1.0)), float) - d
         seen = n.sum(axis=0) > 0
-        excess, n = np.nan_to_num(excess), n
+        excess = np.nan_to_num(excess)                             # an endpoint absent from a bin
         if fit.discipline == "fcfs":
             queue = model - es                                     # the mean wait per bin
             for _ in range(_SWEEPS):
