@@ -14,6 +14,10 @@ endpoint's law fitted to its own percentiles).
 over its own law, the others entering through the three-moment PH fit of the mix (Whitt 1982)
 (:mod:`capacity._ps_tagged`).
 
+*The mix itself* (:func:`mix_atoms`): :class:`~capacity.Service` has no mixture family, so a mix
+whose whole law matters (the FCFS wait on one core) is carried as atoms of each kind's law,
+spread to its exact variance -- the mean and second moment of the mix exact.
+
 References
 ----------
 T. J. Ott, "The sojourn-time distribution in the M/G/1 queue with processor sharing", J. Appl.

@@ -140,7 +140,8 @@ def shared_scv(fit, mean: float, latency: np.ndarray, req_bin: np.ndarray, bin_r
     fitted queue, from its latencies ``latency`` in load bins ``req_bin`` (rates ``bin_rates``)."""
     servers = int(np.max(fit._servers_default)) if np.size(fit._servers_default) else 1
     if fit.discipline != "fcfs" and servers > 1:
-        return mean, float(fit.scv_), math.nan, "scv: the queue's (no tagged model of processor sharing on several cores)"
+        return (mean, float(fit.scv_), math.nan,
+                "scv: the queue's (no tagged model of processor sharing on several cores)")
     observed = []
     for b in np.unique(req_bin):
         x = latency[req_bin == b]
@@ -183,18 +184,13 @@ def shared_scv(fit, mean: float, latency: np.ndarray, req_bin: np.ndarray, bin_r
     # The mean stays the attribution's: freed under FCFS to match the percentiles too, it ran to
     # 1.66 ms for a 1 ms static file (scv 10), bending to the fitted queue's wait law, whose
     # family cannot take the endpoints' two-humped mix.
-    factors = np.ones(1)
+    means = np.full(_SCV_GRID.size, mean)
     with np.errstate(all="ignore"):
-        f_grid, s_grid = (a.ravel() for a in np.meshgrid(factors, _SCV_GRID, indexing="ij"))
-        coarse, coarse_rel = misses(mean * f_grid, s_grid)
+        coarse, coarse_rel = misses(means, _SCV_GRID)
         k = int(np.nanargmin(coarse))
-        fi, si = np.unravel_index(k, (factors.size, _SCV_GRID.size))
-        f_near = (np.exp(np.linspace(math.log(factors[max(fi - 1, 0)]), math.log(factors[min(fi + 1, factors.size - 1)]), 5))
-                  if factors.size > 1 else factors)
-        s_near = np.linspace(_SCV_GRID[max(si - 1, 0)], _SCV_GRID[min(si + 1, _SCV_GRID.size - 1)], 5)
-        f_fine, s_fine = (a.ravel() for a in np.meshgrid(f_near, s_near, indexing="ij"))
-        fine, fine_rel = misses(mean * f_fine, s_fine)
+        near = np.linspace(_SCV_GRID[max(k - 1, 0)], _SCV_GRID[min(k + 1, _SCV_GRID.size - 1)], 5)
+        fine, fine_rel = misses(np.full(near.size, mean), near)
     j = int(np.nanargmin(fine))
     if fine[j] < coarse[k]:
-        return float(mean * f_fine[j]), float(s_fine[j]), float(fine_rel[j]), "fitted on the shared queue"
-    return float(mean * f_grid[k]), float(s_grid[k]), float(coarse_rel[k]), "fitted on the shared queue"
+        return mean, float(near[j]), float(fine_rel[j]), "fitted on the shared queue"
+    return mean, float(_SCV_GRID[k]), float(coarse_rel[k]), "fitted on the shared queue"

@@ -181,9 +181,9 @@ def cache_ceiling(hit_service: Service | ArrayLike, miss_service: Service | Arra
     of two-moment stand-ins of the mixture (:func:`capacity.plan._mixture._ceilings`: gamma for
     FCFS; for processor sharing a hyperexponential at scv >= 1 and an Erlang below, as
     ``capacity.ps`` is slow on a gamma law with scv below 1 -- the same case: 148.6 against
-    about 142 simulated, +5 %; the gamma stand-in on one FCFS core read 136.7, -2 %).  ``needed_hit_ratio`` is the root in ``h`` of
-    ``ceiling(h) = arrival_rate`` (Brent), the ceiling being increasing in ``h`` whenever a hit
-    costs less than a miss.
+    about 142 simulated, +5 %; the gamma stand-in on one FCFS core read 136.7, -2 %).
+    ``needed_hit_ratio`` is the root in ``h`` of ``ceiling(h) = arrival_rate`` (Brent), the
+    ceiling being increasing in ``h`` whenever a hit costs less than a miss.
 
     References
     ----------
@@ -301,7 +301,8 @@ class CacheExpiry(Result):
         ``utilization`` (CPU offered / cores), ``backlog`` (seconds of CPU work queued at the end
         of the bucket) and ``backlog_delay`` (``backlog / servers``).  When requests time out and
         are retried the table is that of the fluid with retries, from the expiry until the
-        backlog has drained for good (or the retries hold it, see ``held_by_retries``).
+        backlog has drained for good (where the retries hold it, see ``held_by_retries``, as
+        long as the first attempts' table).
     extra_misses : float
         Misses the expiry adds: ``keys + hit_ratio * arrival_rate * fill_time``.
     extra_cpu : float
