@@ -164,28 +164,40 @@ def test_ps_percentile_of_one_endpoint_is_the_queues_own(law, rate):
         assert two.tolist() == pytest.approx([float(alone.iloc[0])] * 2, rel=1e-9), q
 
 
+def _three_laws():
+    """Three endpoints (gamma scv 0.5 of 30 ms at 20/s, lognormal scv 2 of 2 ms at 30/s,
+    exponential 10 ms at 5/s) and each one's own distinct samples, so that a simulated request's
+    endpoint is read from its size."""
+    rng = np.random.default_rng(3)
+    specs = {"/a": (Service.gamma(0.030, 0.5), 20.0), "/b": (Service.lognormal(0.002, 2.0), 30.0),
+             "/c": (Service.exponential(0.010), 5.0)}
+    samples = {k: np.asarray(law.sample(int(1200 * rate), rng)) + (i + 1) * 1e-13
+               for i, (k, (law, rate)) in enumerate(specs.items())}
+    return specs, samples
+
+
+def _simulated_p99s(samples: dict, rate: float, discipline: str, servers: int) -> dict:
+    """Each endpoint's p99 in six seeded 2000 s runs of the whole mix at ``rate``."""
+    everything = Service.empirical(np.concatenate(list(samples.values())))
+    runs = {k: [] for k in samples}
+    for seed in range(6):
+        req = simulate(rate, everything, discipline, servers=servers, horizon=2000.0, seed=seed).requests
+        req = req[req["arrival"] > 10.0]
+        for k in samples:
+            runs[k].append(np.quantile(req["response"].to_numpy()[np.isin(req["service"], samples[k])], 0.99))
+    return {k: np.array(v) for k, v in runs.items()}
+
+
 def test_ps_percentiles_of_a_continuous_mix_against_the_simulator():
     """Three endpoints (gamma scv 0.5 of 30 ms, lognormal scv 2 of 2 ms, exponential 10 ms) at
     utilisation 0.71 on one event loop, each endpoint's CPU law the empirical law of its own
     distinct samples so that a simulated request's endpoint is read from its size: each p99 within
     three standard errors of six seeded 2000 s runs' mean, plus 2.5 % (the three-moment fit of the
     others' CPU: measured -2.5 % to +1.5 % at utilisation 0.36-0.89)."""
-    rng = np.random.default_rng(3)
-    specs = {"/a": (Service.gamma(0.030, 0.5), 20.0), "/b": (Service.lognormal(0.002, 2.0), 30.0),
-             "/c": (Service.exponential(0.010), 5.0)}
-    samples = {k: np.asarray(law.sample(int(1200 * rate), rng)) + (i + 1) * 1e-13
-               for i, (k, (law, rate)) in enumerate(specs.items())}
+    specs, samples = _three_laws()
     got = endpoint_mix({k: (rate, Service.empirical(samples[k])) for k, (_, rate) in specs.items()})
     assert got.utilization == pytest.approx(0.71, abs=0.01)
-    everything = Service.empirical(np.concatenate(list(samples.values())))
-    runs = {k: [] for k in specs}
-    for seed in range(6):
-        req = simulate(55.0, everything, "ps", horizon=2000.0, seed=seed).requests
-        req = req[req["arrival"] > 10.0]
-        for k in specs:
-            runs[k].append(np.quantile(req["response"].to_numpy()[np.isin(req["service"], samples[k])], 0.99))
-    for k in specs:
-        sim = np.array(runs[k])
+    for k, sim in _simulated_p99s(samples, 55.0, "ps", 1).items():
         se = sim.std(ddof=1) / np.sqrt(sim.size)
         assert abs(got.table.loc[k, "p99_s"] - sim.mean()) <= 3 * se + 0.025 * sim.mean(), (k, got.table, sim)
 
@@ -198,22 +210,10 @@ def test_fcfs_percentiles_of_a_continuous_mix_against_the_simulator(servers, sca
     gamma stand-in it replaced read the two-point mix of the means test +15 % and +20 % at 0.5).
     Four cores: the stand-in's wait (Allen-Cunneen-scaled), measured -0.3 % to -0.8 % here, -1.5 %
     at 0.86, and -1 % to +5 % on the two-point mix at 0.5-0.85."""
-    rng = np.random.default_rng(3)
-    specs = {"/a": (Service.gamma(0.030, 0.5), 20.0), "/b": (Service.lognormal(0.002, 2.0), 30.0),
-             "/c": (Service.exponential(0.010), 5.0)}
-    samples = {k: np.asarray(law.sample(int(1200 * rate), rng)) + (i + 1) * 1e-13
-               for i, (k, (law, rate)) in enumerate(specs.items())}
+    specs, samples = _three_laws()
     got = endpoint_mix({k: (rate * scale, Service.empirical(samples[k])) for k, (_, rate) in specs.items()},
                        servers=servers, discipline="fcfs")
-    everything = Service.empirical(np.concatenate(list(samples.values())))
-    runs = {k: [] for k in specs}
-    for seed in range(6):
-        req = simulate(55.0 * scale, everything, "fcfs", servers=servers, horizon=2000.0, seed=seed).requests
-        req = req[req["arrival"] > 10.0]
-        for k in specs:
-            runs[k].append(np.quantile(req["response"].to_numpy()[np.isin(req["service"], samples[k])], 0.99))
-    for k in specs:
-        sim = np.array(runs[k])
+    for k, sim in _simulated_p99s(samples, 55.0 * scale, "fcfs", servers).items():
         se = sim.std(ddof=1) / np.sqrt(sim.size)
         assert abs(got.table.loc[k, "p99_s"] - sim.mean()) <= 3 * se + 0.02 * sim.mean(), (k, got.table, sim)
 

@@ -292,11 +292,24 @@ def _endpoint_codes(log: RequestLog) -> tuple[np.ndarray, list[str], np.ndarray]
     return codes, names, np.bincount(codes, minlength=len(names))
 
 
-def _endpoint_row(name: str, n: int, total: int, min_requests: int) -> dict:
-    """A row of ``endpoints_`` before its fit; ``status`` says when it is too thin to fit."""
-    return {"endpoint": name, "requests": int(n), "share": n / total, "cpu_per_request": math.nan,
-            "scv": math.nan, "rms_rel_error": math.nan,
-            "status": f"skipped: {n} < min_requests={min_requests}" if n < min_requests else ""}
+def _endpoint_rows(res: RequestsFit, names: list[str], counts: np.ndarray, min_requests: int, fill) -> list[dict]:
+    """Rows of ``endpoints_``, busiest endpoint first: those under ``min_requests`` requests marked
+    skipped (and warned of), the others passed to ``fill(code, name, row)`` to fit."""
+    total = counts.sum()
+    rows, skipped = [], []
+    for code in sorted(range(len(names)), key=lambda i: (-counts[i], names[i])):
+        name, n = names[code], counts[code]
+        row = {"endpoint": name, "requests": int(n), "share": n / total, "cpu_per_request": math.nan,
+               "scv": math.nan, "rms_rel_error": math.nan, "status": ""}
+        if n < min_requests:
+            row["status"] = f"skipped: {n} < min_requests={min_requests}"
+            skipped.append(name)
+        else:
+            fill(code, name, row)
+        rows.append(row)
+    for category, message in diag.skipped_endpoint_warnings(skipped, min_requests):
+        res._warn(category, message)
+    return rows
 
 
 def _shared_endpoints(res: RequestsFit, log: RequestLog, req_bin: np.ndarray, quantiles,
@@ -304,22 +317,17 @@ def _shared_endpoints(res: RequestsFit, log: RequestLog, req_bin: np.ndarray, qu
     """Rows of ``endpoints_``: each endpoint's CPU law on the queue fitted to all requests
     (:mod:`._endpoint_shares`), for endpoints of at least ``min_requests`` requests."""
     codes, names, counts = _endpoint_codes(log)
-    total = counts.sum()
     fit = res.fit_
     rates = np.full(int(req_bin.max()) + 1, np.nan)
     rates[res.bins_["bin"].to_numpy(int)] = res.bins_["arrival_rate"].to_numpy(float)
-    means = np.full(len(names), np.nan)
+    means, matched = np.full(len(names), np.nan), rates
     if fit is not None:
         means, off = shares.shared_means(fit, log.latency, req_bin, rates, codes, len(names))
         _check_queue_against_log(res, fit, off, rates)
         matched = shares.matched_rates(fit, off, rates)
-    rows, skipped = [], []
-    for code in sorted(range(len(names)), key=lambda i: (-counts[i], names[i])):
-        name = names[code]
-        row = _endpoint_row(name, counts[code], total, min_requests)
-        if row["status"]:
-            skipped.append(name)
-        elif fit is None:
+
+    def fill(code: int, name: str, row: dict) -> None:
+        if fit is None:
             row["status"] = "no fit of the shared queue"
         elif not np.isfinite(means[code]):
             row["status"] = "no CPU left: its latency is below the fitted queue's wait and delay"
@@ -328,13 +336,11 @@ def _shared_endpoints(res: RequestsFit, log: RequestLog, req_bin: np.ndarray, qu
                       "or a proxy), or the queue's fit misses its low loads")
         else:
             sel = codes == code
-            mean, scv, err, how = shares.shared_scv(fit, float(means[code]), log.latency[sel], req_bin[sel], matched,
-                                              quantiles)
+            mean, scv, err, how = shares.shared_scv(fit, float(means[code]), log.latency[sel], req_bin[sel],
+                                                    matched, quantiles)
             row.update(cpu_per_request=mean, scv=scv, rms_rel_error=err, status=how)
-        rows.append(row)
-    for category, message in diag.skipped_endpoint_warnings(skipped, min_requests):
-        res._warn(category, message)
-    return rows
+
+    return _endpoint_rows(res, names, counts, min_requests, fill)
 
 
 def _check_queue_against_log(res: RequestsFit, fit: PercentileFit, off: np.ndarray, rates: np.ndarray) -> None:
@@ -355,26 +361,18 @@ def _fit_endpoints(res: RequestsFit, log: RequestLog, fit_subset, min_requests: 
     """One fit per endpoint as a queue of its own (``endpoint_queue="own"``), with at least
     ``min_requests`` requests; rows of ``endpoints_``."""
     codes, names, counts = _endpoint_codes(log)
-    total = counts.sum()
-    rows, skipped = [], []
-    for code in sorted(range(len(names)), key=lambda i: (-counts[i], names[i])):
-        name = names[code]
-        row = _endpoint_row(name, counts[code], total, min_requests)
-        if row["status"]:
-            skipped.append(name)
+
+    def fill(code: int, name: str, row: dict) -> None:
+        sel = codes == code
+        _, _, efit, ecaught, _ = fit_subset(log.arrival[sel], log.latency[sel])
+        for cat, msg in ecaught:
+            res._warn(cat, f"endpoint {name}: {msg}")
+        if efit is None:
+            row["status"] = "no fit"
         else:
-            sel = codes == code
-            _, _, efit, ecaught, _ = fit_subset(log.arrival[sel], log.latency[sel])
-            for cat, msg in ecaught:
-                res._warn(cat, f"endpoint {name}: {msg}")
-            if efit is None:
-                row["status"] = "no fit"
-            else:
-                res.endpoint_fits_[name] = efit
-                row.update(cpu_per_request=efit.cpu_per_request_, scv=efit.scv_,
-                           rms_rel_error=efit.fit_quality_["rms_rel_error"],
-                           status="fitted" + (" (with warnings)" if efit.warnings_ else ""))
-        rows.append(row)
-    for category, message in diag.skipped_endpoint_warnings(skipped, min_requests):
-        res._warn(category, message)
-    return rows
+            res.endpoint_fits_[name] = efit
+            row.update(cpu_per_request=efit.cpu_per_request_, scv=efit.scv_,
+                       rms_rel_error=efit.fit_quality_["rms_rel_error"],
+                       status="fitted" + (" (with warnings)" if efit.warnings_ else ""))
+
+    return _endpoint_rows(res, names, counts, min_requests, fill)
