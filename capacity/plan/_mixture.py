@@ -9,7 +9,9 @@ caller (:mod:`capacity.plan.cache`, :mod:`capacity.plan.endpoints`):
 * every **mean** is exact -- FCFS on one core through Pollaczek-Khinchine (only ``E[S]`` and
   ``E[S^2]`` enter), processor sharing on any number of cores by insensitivity (only ``E[S]``);
 * **percentiles** need the whole law and are those of the gamma stand-in (error measured in the
-  callers' docstrings against the simulator run on the true mix).
+  callers' docstrings against the simulator run on the true mix) -- except FCFS on one core, where
+  :func:`_mix_ceilings` carries the mix itself as atoms (:func:`capacity._tagged.mix_atoms`)
+  through the exact M/G/1 wait.
 """
 from __future__ import annotations
 
@@ -67,3 +69,24 @@ def _ceilings(mean: np.ndarray, m2: np.ndarray, servers: int, slo, discipline: s
         law = Service.erlang(mean[~high], np.clip(np.round(1.0 / scv[~high]), 1, 20))
         out[~high] = np.asarray(qps_ceiling(law, servers, slo, "ps").qps, float)
     return out
+
+
+def _mix_ceilings(mixes: Sequence[tuple[Sequence[float], Sequence[Service]]], servers: int, slo,
+                  discipline: str) -> np.ndarray:
+    """SLO ceilings (requests/s) of several mixes, each ``(weights, laws)``: FCFS on one core those of
+    the mixes themselves (their atoms through the exact M/G/1 wait, one
+    :func:`~capacity.plan.qps_ceiling` each), otherwise :func:`_ceilings` on their two-moment
+    stand-ins (one call for all)."""
+    if discipline == "fcfs" and servers == 1:
+        from .._tagged import mix_atoms
+        from .ceiling import qps_ceiling
+
+        out = []
+        for weights, laws in mixes:
+            kept = [(w, law) for w, law in zip(weights, laws) if w > 0]
+            law = kept[0][1] if len(kept) == 1 else mix_atoms([k[1] for k in kept], [k[0] for k in kept])
+            out.append(float(qps_ceiling(law, 1, slo, "fcfs").qps))
+        return np.array(out)
+    m1, m2 = (np.array([float(np.asarray(a)) for a in col]) for col in
+              zip(*(_moments([np.asarray(w, float) for w in weights], laws) for weights, laws in mixes)))
+    return _ceilings(m1, m2, servers, slo, discipline)

@@ -36,7 +36,7 @@ from .._common import progress_ticker
 from .._result import Result, jsonable
 from .._tagged import mix_atoms
 from ..distributions import Service, as_service
-from ._mixture import _ceilings, _mix, _moments
+from ._mixture import _mix, _mix_ceilings, _moments
 from ._text import _DISCIPLINE_TEXT, _fmt_q, _fmt_rate, _fmt_time
 from .ceiling import qps_ceiling
 
@@ -229,17 +229,10 @@ def cache_ceiling(hit_service: Service | ArrayLike, miss_service: Service | Arra
 
 
 def _mixture_ceilings(h: np.ndarray, hit: Service, miss: Service, c: int, slo: Mapping, discipline: str) -> np.ndarray:
-    """SLO ceilings of the hit/miss mixtures at hit ratios ``h``: FCFS on one core exactly (the
-    mixture's atoms, :func:`capacity._tagged.mix_atoms`, through the exact M/G/1 wait), otherwise
-    the two-moment stand-ins of :func:`capacity.plan._mixture._ceilings`."""
+    """SLO ceilings of the hit/miss mixtures at hit ratios ``h``
+    (:func:`capacity.plan._mixture._mix_ceilings`: exact on one FCFS core)."""
     h = np.atleast_1d(np.asarray(h, dtype=float))
-    if discipline == "fcfs" and c == 1:
-        out = np.empty(h.size)
-        for i, hi in enumerate(h):
-            law = miss if hi <= 0 else hit if hi >= 1 else mix_atoms([hit, miss], [hi, 1.0 - hi])
-            out[i] = float(qps_ceiling(law, 1, slo, "fcfs").qps)
-        return out
-    return _ceilings(*_moments([h, 1.0 - h], [hit, miss]), c, slo, discipline)
+    return _mix_ceilings([([hi, 1.0 - hi], [hit, miss]) for hi in h], c, slo, discipline)
 
 
 def _needed_hit_ratio(lam: float, hit: Service, miss: Service, c: int, slo: Mapping, discipline: str) -> float:

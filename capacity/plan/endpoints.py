@@ -284,32 +284,17 @@ def endpoint_mix(endpoints: Mapping[str, tuple] | pd.DataFrame, servers: int = 1
 
 def _ceiling_gains(rates: np.ndarray, laws: list[Service], c: int, slo: Mapping,
                    discipline: str) -> tuple[float, np.ndarray]:
-    """The SLO ceiling of the mix and its gain (QPS per ms) when each endpoint's mean is cut by
-    ``delta_i = min(0.1 ms, 10 %)``: FCFS on one core on the mixes themselves (their atoms, the
-    endpoint's law scaled: the exact M/G/1 ceilings, as the percentiles); otherwise one
-    qps_ceiling call on the n + 1 mixes' two-moment stand-ins."""
-    n = len(laws)
+    """The SLO ceiling of the mix and its gain (QPS per ms) when each endpoint's law is scaled so its
+    mean is ``delta_i = min(0.1 ms, 10 %)`` less: the n + 1 mixes' ceilings in one call of
+    :func:`capacity.plan._mixture._mix_ceilings` (exact on one FCFS core, the percentiles' law)."""
+    from ..incident import _scaled
+    from ._mixture import _mix_ceilings
+
     m = np.array([float(s.mean) for s in laws])
     delta = np.minimum(1e-4, 0.1 * m)
     w = rates / rates.sum()
-    if discipline == "fcfs" and c == 1:
-        from ..incident import _scaled
-        from .ceiling import qps_ceiling
-
-        mixes = [mix_atoms(laws, w)] + [mix_atoms([_scaled(s, 1.0 - delta[i] / m[i]) if j == i else s
-                                                   for j, s in enumerate(laws)], w) for i in range(n)]
-        qps = np.array([float(qps_ceiling(mix, 1, slo, "fcfs").qps) for mix in mixes])
-        return float(qps[0]), (qps[1:] - qps[0]) / delta * 1e-3
-    m1 = np.full(n + 1, float(w @ m))
-    m2nd = np.array([float(s.moment(2)) for s in laws])
-    m2 = np.full(n + 1, float(w @ m2nd))
-    cut = m - delta
-    # Row i + 1: endpoint i's law scaled to mean m_i - delta_i (scv kept, so E[S_i^2] scales as mean^2).
-    m1[1:] -= w * delta
-    m2[1:] += w * (m2nd * (cut / m) ** 2 - m2nd)
-    from ._mixture import _ceilings
-
-    qps = _ceilings(m1, m2, c, slo, discipline)
+    cut = [[_scaled(s, 1.0 - delta[i] / m[i]) if j == i else s for j, s in enumerate(laws)] for i in range(len(laws))]
+    qps = _mix_ceilings([(w, laws)] + [(w, mixed) for mixed in cut], c, slo, discipline)
     return float(qps[0]), (qps[1:] - qps[0]) / delta * 1e-3
 
 
