@@ -8,18 +8,19 @@ first attempts', and if that is more than the cores do, the backlog never drains
 has ended -- the retries hold the service overloaded (a metastable failure; Bronson et al. 2021).
 
 Per bucket ``k`` of ``dt`` seconds: the attempts of order ``o`` (``o = 0``: first attempts at
-``lambda``) that arrive while the backlog delay ``B / c`` is above the timeout fail (the share
-of the bucket the linear fluid path spends above it), and return ``L = max(1, round(timeout /
-dt))`` buckets later as order ``o + 1``.  The work is ``sum_o A_o,k cost_k dt`` and the backlog
-follows Lindley's recursion.  While the backlog is more than a timeout's worth above what the
-cores can clear in the coming buckets every attempt there fails, so many buckets go at once.
-A retry reads its key like any request, so the keys refill at the rate of all attempts: a key's requests miss until the first one for it (first attempt or retry)
-has been filled, ``P(miss) = exp(-p_i C(t - fill))`` with ``C`` the cacheable attempts since
-the expiry (the independent reference model of :func:`capacity.plan.cache_expiry` with the
-attempt rate in place of ``lambda``).  Attempts less than ``L`` buckets apart do not depend on each other, so
-each block of ``L`` buckets is one vectorised recursion.  An attempt fails or not by the fluid delay
-(no partial failures from the randomness of the queue: :func:`capacity.overload.retry_fixed_points`
-has those, at steady state).
+``lambda``) that arrive while the backlog delay ``B / c`` is above the timeout fail (the share of
+the bucket the linear fluid path spends above it), and return ``L = max(1, round(timeout / dt))``
+buckets later as order ``o + 1``.  The work is ``sum_o A_o,k cost_k dt`` and the backlog follows
+Lindley's recursion.  While the backlog is more than a timeout's worth above what the cores can
+clear in the coming buckets every attempt there fails, so many buckets go at once.  A retry reads
+its key like any request, so the keys refill at the rate of all attempts: a key's requests miss
+until the first one for it (first attempt or retry) has been filled, ``P(miss) = exp(-p_i C(t -
+fill))`` with ``C`` the cacheable attempts since the expiry (the independent reference model of
+:func:`capacity.plan.cache_expiry` with the attempt rate in place of ``lambda``).  Attempts less
+than ``L`` buckets apart do not depend on each other, so each block of ``L`` buckets is one
+vectorised recursion.  An attempt fails or not by the fluid delay (no partial failures from the
+randomness of the queue: :func:`capacity.overload.retry_fixed_points` has those, at steady
+state).
 
 Measured against an exact request-by-request simulation of a cache expiry with retries (FCFS,
 ``tests/test_plan_cache_expiry_sim.py``): where the retries hold the service overloaded the

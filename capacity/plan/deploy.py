@@ -258,10 +258,11 @@ def rolling_deploy(arrival_rate: float, service: Service | float, processes: int
     *Deploy*: batch ``b`` goes down at ``b P``, ``P = restart_time + min_ready``, and is back at
     ``b P + restart_time``.  With ``surge`` its old processes serve, warm and at full weight,
     until then: the boot costs no capacity, and what is left is the new processes' ramp and
-    warm-up (the old ones leave as the new join, as a Deployment's readiness gate does).  The table is one cycle in its steady state, with the earlier batches
-    that are still ramping or warming (``overlap``); the first cycle has none of those and the last
-    has no batch down after it, so neither is worse.  The requests law counts the requests given to
-    a process (its share, no backlog).  Pointwise stationary, as :func:`ramp_needed`.
+    warm-up (the old ones leave as the new join, as a Deployment's readiness gate does).  The
+    table is one cycle in its steady state, with the earlier batches that are still ramping or
+    warming (``overlap``); the first cycle has none of those and the last has no batch down after
+    it, so neither is worse.  The requests law counts the requests given to a process (its share,
+    no backlog).  Pointwise stationary, as :func:`ramp_needed`.
 
     References
     ----------

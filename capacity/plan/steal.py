@@ -159,22 +159,22 @@ def steal_whatif(service: Service | ArrayLike, servers: int = 1, slo: Mapping[fl
     latency SLO loses more than the raw ``s`` of capacity, since the same threshold is a tighter
     one for the slowed CPU.
 
-    *Fine-grained is the default*: steal that comes in periods of length ``v`` adds variance
-    to each request (Gaver 1962, interruptions of constant length arriving as a Poisson stream
-    while the request runs: ``Var[S_eff] = Var[S] / (1 - s)^2 + E[S] s v / (1 - s)``), so
-    long steal periods hurt the tail more.  With ``steal_period = v`` (FCFS only: one request
-    holds a core, so an interruption of the core is one of the request, and the
-    Pollaczek-Khinchine mean is exact with these two moments) the service is the gamma law with
-    that variance (percentiles approximate): against the simulator with 50 ms periods of 20 %
-    steal on 10 ms exponential requests at 56 requests/s, the mean inside the 99 % interval and
-    the p99 -6 % (270 ms against 286 +- 25 ms; the lognormal law of the same two moments read
-    +11 %).  Under processor sharing an interruption stops every request in flight at once,
-    which no per-request law describes: ``steal_period`` is refused there.  Checked against the simulator
-    with steal as 0.5 ms interruptions of 10 ms requests (``tests/test_plan_steal.py``: mean and
-    p99 inside the 99 % intervals, FCFS on one core and processor sharing on four at 70 % of the
-    slowed capacity) and shown to be optimistic for 50 ms interruptions.  Steal that
-    comes and goes over minutes (a neighbour's batch job) is a modulated capacity this model
-    does not cover: read the table at the steal of the bad minutes.
+    *Fine-grained is the default*: steal that comes in periods of length ``v`` adds variance to
+    each request (Gaver 1962, interruptions of constant length arriving as a Poisson stream while
+    the request runs: ``Var[S_eff] = Var[S] / (1 - s)^2 + E[S] s v / (1 - s)``), so long steal
+    periods hurt the tail more.  With ``steal_period = v`` (FCFS only: one request holds a core,
+    so an interruption of the core is one of the request, and the Pollaczek-Khinchine mean is
+    exact with these two moments) the service is the gamma law with that variance (percentiles
+    approximate): against the simulator with 50 ms periods of 20 % steal on 10 ms exponential
+    requests at 56 requests/s, the mean inside the 99 % interval and the p99 -6 % (270 ms against
+    286 +- 25 ms; the lognormal law of the same two moments read +11 %).  Under processor sharing
+    an interruption stops every request in flight at once, which no per-request law describes:
+    ``steal_period`` is refused there.  Checked against the simulator with steal as 0.5 ms
+    interruptions of 10 ms requests (``tests/test_plan_steal.py``: mean and p99 inside the 99 %
+    intervals, FCFS on one core and processor sharing on four at 70 % of the slowed capacity) and
+    shown to be optimistic for 50 ms interruptions.  Steal that comes and goes over minutes (a
+    neighbour's batch job) is a modulated capacity this model does not cover: read the table at
+    the steal of the bad minutes.
 
     *When moving pays*: at ``slo_steal`` the SLO breaks at today's rate (the root of
     ``P(T > t) = 1 - q`` in ``s``); at ``loss_steal`` the ceiling has lost ``max_ceiling_loss`` --
