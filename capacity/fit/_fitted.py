@@ -104,7 +104,8 @@ class PercentileFit(FitResult):
         and, for a fit that chose its model from the data, over the candidate models in
         proportion to their Akaike weights, each draw multiplied by ``exp(m Z)`` for the
         fit's own miss of its data ``m`` (RMS relative error of the percentiles; for histograms
-        the RMS miss in log time at the bucket bounds), the model error made explicit; the
+        the RMS miss in log time at the bucket bounds, or its mean in the busiest windows' tail
+        where that is larger), the model error made explicit; the
         draws stay within the fit's search bounds, and the interval is widened to hold the
         estimate where their central range misses it.  Where the CPU per request is held by the
         utilisation law and the windows' CPU shows a background (busy cores at zero QPS), the same
