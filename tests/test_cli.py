@@ -588,6 +588,31 @@ def test_fit_saved_prometheus_answer(tmp_path):
     assert data["comparison"][0]["le_s"] == 0.005
 
 
+def test_fit_prometheus_with_round_robin_profiles_the_slice_count(tmp_path):
+    """--discipline rr on histograms without --slices: the count is profiled, as from_histograms
+    does (it once held one slice, which is FCFS under another name).  An exact rr day (gamma CPU
+    of 10 ms, scv 0.3, four slices; utilisation 0.1-0.7): the CPU within 2 %, more than one slice,
+    and --slices fit the same answer; --slices 4 holds four."""
+    from capacity import Service, rr
+
+    le = (0.005, 0.01, 0.015, 0.02, 0.03, 0.04, 0.05, 0.075, 0.1, 0.15, 0.25, 0.5, 1.0, 2.5)
+    rates, step, svc = [10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0], 300.0, Service.gamma(0.01, 0.3)
+    below = np.array([1.0 - np.asarray(rr.response_sf(list(le), r, svc, slices=4)) for r in rates])
+    result = [{"metric": {"le": repr(b)}, "values": [[1.7e9 + step * i, repr(float(step * r * below[i, j]))]
+                                                      for i, r in enumerate(rates)]} for j, b in enumerate(le)]
+    result.append({"metric": {"le": "+Inf"}, "values": [[1.7e9 + step * i, repr(float(step * r))]
+                                                         for i, r in enumerate(rates)]})
+    path = tmp_path / "rr.json"
+    path.write_text(json.dumps({"status": "success", "data": {"resultType": "matrix", "result": result}}))
+    base = ["fit", "--prometheus", str(path), "--measured-at", "client", "--discipline", "rr", "--json"]
+    profiled, fit_word, held = (json.loads(run(*base, *extra).stdout) for extra in ([], ["--slices", "fit"],
+                                                                                     ["--slices", "4"]))
+    assert profiled["discipline"] == "rr" and profiled["slices"] >= 2, profiled["slices"]
+    assert profiled["cpu_per_request_s"] == pytest.approx(0.01, rel=0.02)
+    assert fit_word["slices"] == profiled["slices"]
+    assert held["slices"] == 4 and held["cpu_per_request_s"] == pytest.approx(0.01, rel=0.02)
+
+
 def test_fit_prometheus_day_of_windows_prints_one_line_per_window(tmp_path):
     from capacity import Service
 

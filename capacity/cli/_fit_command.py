@@ -119,11 +119,10 @@ def _fit_prometheus(args: argparse.Namespace):
     from ..fit import from_prometheus, from_prometheus_json
 
     _refuse_rate_flags(args, "--prometheus")
-    if args.slices == "fit":
-        raise _UsageError("argument --slices: give a number with --prometheus (profiling is for percentiles)")
     if args.delay == "lognormal":
         raise _UsageError("argument --delay: lognormal is not available with --prometheus; use constant or a time")
-    options = _model_options(args, slices_default=1)
+    # No --slices: from_histograms profiles the count (one slice would be FCFS under another name).
+    options = _model_options(args, slices_default=None)
     options["measured_at"] = args.measured_at or "in_process"
     target = args.prometheus
     try:
@@ -154,9 +153,7 @@ def _fit_file_source(args: argparse.Namespace):
 
     _refuse_rate_flags(args, "--k6" if args.k6 else "--timeseries")
     if args.k6 is not None:
-        if args.slices == "fit":
-            raise _UsageError("argument --slices: give a number with --k6")
-        options = _model_options(args, slices_default=1)
+        options = _model_options(args, slices_default=None)     # None: from_histograms profiles them
         try:
             res = from_k6(args.k6, window=args.step or 60.0, servers=args.servers, **options)
         except ValueError as exc:
