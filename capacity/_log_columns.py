@@ -59,13 +59,28 @@ def _find_column(columns, candidates, explicit, role: str, required: bool):
     return None
 
 
+#: Column names whose unit is seconds by definition: nginx's ``$request_time`` and
+#: ``$upstream_response_time`` (seconds with millisecond resolution), and ``upstream_time``, the
+#: name these readers give the upstream seconds (so what :func:`capacity.logs.convert` writes reads back).
+_SECONDS_NAMES = frozenset({"request_time", "upstream_response_time", "upstream_time"})
+
+
 def _duration_scale(column: str, unit: str | None, role: str) -> float:
+    """Seconds per unit of a duration column: stated (``unit``), from the name's suffix
+    (``latency_ms``), or seconds for the names a log format fixes (:data:`_SECONDS_NAMES`);
+    any other name without a unit is refused -- a ``latency`` of 25 is 25 ms as often as 25 s."""
     if unit is not None:
         if unit not in _UNITS:
             raise ValueError(f"{role}_unit must be one of {sorted(_UNITS)!r}, got {unit!r}")
         return _UNITS[unit]
-    scale = _split_unit(str(column))[1]
-    return 1.0 if scale is None else scale
+    base, scale = _split_unit(str(column))
+    if scale is not None:
+        return scale
+    if base in _SECONDS_NAMES:
+        return 1.0
+    raise ValueError(f"the {role} column {str(column)!r} has no unit in its name, and its unit is not "
+                     f"guessed: state it ({role}_unit='ms', 's', 'us' or 'ns'; on the command line "
+                     f"--{role}-unit ms) or name the column with its unit ({base}_ms, {base}_s)")
 
 
 @dataclass

@@ -34,7 +34,6 @@ import numpy as np
 import pandas as pd
 
 from ._log_aggregates import LogAggregates, _Accumulator, _default_edges, _fold, _group
-from ._log_columns import _split_unit
 from ._log_format import (_FLOAT_VARS, _INT_VARS, _MULTI_FLOAT_VARS, _TIME_PATTERNS, _TIME_VARS, _VAR_RE,
                           _normalise_format)
 from ._log_io import _check_max_examples, decompressed
@@ -47,8 +46,6 @@ _DEFAULT_CHUNK_LINES = 100_000
 _NUM = r"(?:[0-9.]+|-)"
 _MULTI_SEP = r"(?:, | : )"
 _META = set("\\.^$|?*+()[]{}-#&~")
-#: nginx variables whose values are seconds by definition (no unit suffix needed in a CSV header).
-_SECONDS_NAMES = {"request_time", "upstream_response_time", "upstream_time"}
 
 
 def _need_polars():
@@ -458,7 +455,7 @@ def _table_rows(path: str, kind: str, timing: str, chunk_lines: int, options: di
     sep = opts.pop("sep", ",")
     seen = 0
     for rc, frame in table_reader(path, *args, chunk_lines, kind, sep, stats, **opts):
-        _check_unit(rc, args[4], args[5], timing)
+        _check_timing_column(rc, timing)
         acc.note_chunk(len(frame) + stats.skipped - seen)
         acc.add_table_skips(path, stats, seen)
         seen = stats.skipped
@@ -466,17 +463,11 @@ def _table_rows(path: str, kind: str, timing: str, chunk_lines: int, options: di
     acc.add_lines(stats.lines)
 
 
-def _check_unit(rc, duration_unit, upstream_unit, timing: str) -> None:
-    column, unit = (rc.duration, duration_unit) if timing == "duration" else (rc.upstream, upstream_unit)
-    if column is None:
+def _check_timing_column(rc, timing: str) -> None:
+    """The column ``timing`` asks for is there (its unit was checked when the columns were found:
+    :func:`capacity._log_columns._duration_scale`, never guessed)."""
+    if timing == "upstream" and rc.upstream is None:
         raise ValueError(f"timing={timing!r}: the table has no upstream time column; pass upstream_column=...")
-    base, scale = _split_unit(str(column))
-    if unit is None and scale is None and base not in _SECONDS_NAMES:
-        role = "duration" if timing == "duration" else "upstream"
-        raise ValueError(
-            f"{role} column {column!r}: its unit cannot be read from its name; state it with "
-            f"{role}_unit='s' (or 'ms', 'us', 'ns'), or name the column with a unit suffix such as "
-            f"{base}_ms or {base}_s")
 
 
 def _table_columns(frame: pd.DataFrame, timing: str, path: str) -> dict:
@@ -487,6 +478,11 @@ def _table_columns(frame: pd.DataFrame, timing: str, path: str) -> dict:
         secs = t.to_numpy(dtype=float)
     column = "duration" if timing == "duration" else "upstream_time"
     rows = {"time": secs, "duration": frame[column].to_numpy(dtype=float)}
+    # What convert() writes of each request (:func:`_arrow_rows`), in seconds under names read back
+    # as seconds: the whole time, and the upstream time where the table has one.
+    rows["request_time"] = frame["duration"].to_numpy(dtype=float)
+    if "upstream_time" in frame:
+        rows["upstream_time"] = frame["upstream_time"].to_numpy(dtype=float)
     if "endpoint" in frame:
         import polars as pl
 

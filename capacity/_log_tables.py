@@ -102,8 +102,8 @@ def _iter_requests(source, time_column, duration_column, endpoint_column, upstre
 def _check_units(rc: _RequestColumns, frame: pd.DataFrame) -> None:
     if rc.unit_from_name and len(frame) and np.nanmedian(frame["duration"].to_numpy()) > 60:
         warnings.warn(
-            f"duration column {rc.duration!r} has no unit in its name and its median is "
-            f"{np.nanmedian(frame['duration'].to_numpy()):.4g}, read as seconds; if it is in milliseconds "
+            f"duration column {rc.duration!r} is read as seconds (nginx's unit for that name) but its "
+            f"median is {np.nanmedian(frame['duration'].to_numpy()):.4g} s; if it is in milliseconds "
             "pass duration_unit='ms'",
             LogReadWarning,
             stacklevel=3,

@@ -326,8 +326,10 @@ def read_requests(
         ``upstream_time``, ``upstream_response_time``, ``backend_time``, ...); ``False`` ignores them.
     duration_unit, upstream_unit : {"s", "ms", "us", "ns"}, optional
         Unit of the duration/upstream column.  By default read from the column name's suffix (``_ms``,
-        ``_us``, ``_ns``, ``_s``, ``_sec``, ``_seconds``, ...), and seconds when it has none (a warning
-        says so if the median duration exceeds 60, which suggests milliseconds).
+        ``_us``, ``_ns``, ``_s``, ``_sec``, ``_seconds``, ...); seconds for nginx's ``request_time`` and
+        ``upstream_response_time`` (and ``upstream_time``), which are seconds by definition.  Any other
+        name without a unit is refused (``ValueError`` naming the column and how to state it): a
+        ``latency`` of 25 is 25 ms as often as 25 s, and the unit is never guessed.
     time_unit : {"s", "ms", "us", "ns"}, optional
         Unit of a *numeric* time column (epoch or relative); the result is in seconds.
     chunksize : int, optional

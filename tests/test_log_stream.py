@@ -239,3 +239,27 @@ def test_memory_does_not_grow_with_the_log(tmp_path):
     (n1, rss1, b1), (n4, rss4, b4) = sizes[2], sizes[8]
     assert n4 == 4 * n1 and b4 > 300 << 20
     assert rss4 - rss1 < 0.1 * (b4 - b1), (rss1 >> 20, rss4 >> 20)
+
+
+def test_cli_convert_of_a_request_table_keeps_every_time_and_reads_back(tmp_path):
+    """A CSV request table through ``capacity logs convert``: the Parquet it writes holds each
+    request's time, duration and upstream time in seconds (it once kept the time and endpoint only,
+    and the file could not be read back), under names read back as seconds.  A table whose duration
+    column has no unit in its name is refused until --duration-unit states it; never guessed."""
+    csv = tmp_path / "r.csv"
+    csv.write_text("time,latency_ms,upstream_time_ms,endpoint,status\n"
+                   "1.0,20,15,/a,200\n2.0,35,30,/b,200\n3.5,1500,1490,/a,504\n")
+    code, out, err = run_cli("logs", "convert", str(csv), "--out", str(tmp_path / "r.parquet"))
+    assert code == 0 and "wrote 3 rows" in out, err
+    back = logs.read_requests(tmp_path / "r.parquet")
+    np.testing.assert_allclose(back["duration"], [0.020, 0.035, 1.5], rtol=1e-12)
+    np.testing.assert_allclose(back["upstream_time"], [0.015, 0.030, 1.49], rtol=1e-12)
+    assert list(back["endpoint"]) == ["/a", "/b", "/a"] and list(back["status"]) == [200, 200, 504]
+    bare = tmp_path / "bare.csv"
+    bare.write_text("time,latency\n1.0,20\n2.0,35\n")
+    code, _, err = run_cli("logs", "convert", str(bare), "--out", str(tmp_path / "b.parquet"))
+    assert code == 2 and "'latency' has no unit in its name" in err and "Traceback" not in err
+    code, out, err = run_cli("logs", "convert", str(bare), "--out", str(tmp_path / "b.parquet"),
+                             "--duration-unit", "ms")
+    assert code == 0, err
+    np.testing.assert_allclose(logs.read_requests(tmp_path / "b.parquet")["duration"], [0.020, 0.035])

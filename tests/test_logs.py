@@ -330,7 +330,7 @@ def test_requests_csv_in_ms_with_detection_and_bad_rows(tmp_path):
 def test_requests_csv_seconds_numeric_time_and_chunks(tmp_path):
     path = tmp_path / "req_s.csv"
     rows = [(1000.0 + 0.1 * i, 0.01 * (i + 1)) for i in range(7)]
-    path.write_text("ts,duration\n" + "".join(f"{t},{d}\n" for t, d in rows))
+    path.write_text("ts,duration_s\n" + "".join(f"{t},{d}\n" for t, d in rows))
     df = read_requests(path)
     np.testing.assert_allclose(df["time"], [t for t, _ in rows], rtol=1e-15)
     np.testing.assert_allclose(df["duration"], [d for _, d in rows], rtol=1e-15)
@@ -343,15 +343,23 @@ def test_requests_units_from_suffix_and_argument():
     assert read_requests(io.StringIO(base.format(suffix="_us")))["duration"].item() == pytest.approx(1.5e-3)
     assert read_requests(io.StringIO(base.format(suffix="_ms")))["duration"].item() == pytest.approx(1.5)
     assert read_requests(io.StringIO(base.format(suffix="")), duration_unit="ms")["duration"].item() == 1.5
-    # a unit-less column whose values look like milliseconds gets a warning, not a silent 1500 s
-    with pytest.warns(UserWarning, match="duration_unit='ms'"):
+    # A unit-less column is refused, not read as 1500 s (nor as anything else): rule 1.
+    with pytest.raises(ValueError, match=r"'elapsed' has no unit.*duration_unit='ms'.*elapsed_ms"):
         read_requests(io.StringIO(base.format(suffix="")))
+    # ... whatever its values: 0.025 is 25 ms as plausibly as 25 us.
+    with pytest.raises(ValueError, match="has no unit in its name"):
+        read_requests(io.StringIO("time,latency\n1,0.025\n"))
+    # nginx's $request_time is seconds by its format's definition, so that name is read as seconds.
+    assert read_requests(io.StringIO("time,request_time\n1,0.025\n"))["duration"].item() == 0.025
+    # ... and a median above a minute under that name is said, not silently taken as seconds.
+    with pytest.warns(UserWarning, match=r"'request_time' is read as seconds.*duration_unit='ms'"):
+        read_requests(io.StringIO("time,request_time\n1,250\n2,300\n"))
 
 
 def test_requests_explicit_columns_and_dataframe_input():
     frame = pd.DataFrame({"when": pd.to_datetime(["2024-01-01 00:00:00", "2024-01-01 00:00:01"]),
                           "rt": [0.2, 0.3], "Handler": ["h1", "h2"]})
-    df = read_requests(frame, time_column="when", duration_column="rt")
+    df = read_requests(frame, time_column="when", duration_column="rt", duration_unit="s")
     assert list(df.columns) == ["time", "duration", "endpoint"]
     assert df["time"].iloc[1] == pd.Timestamp("2024-01-01 00:00:01", tz=UTC)  # naive taken as UTC
     assert list(df["duration"]) == [0.2, 0.3]
@@ -362,13 +370,13 @@ def test_requests_missing_columns_and_empty(tmp_path):
     with pytest.raises(ValueError, match=r"cannot find the duration column.*duration_column"):
         read_requests(io.StringIO("time,foo\n1,2\n"))
     with pytest.raises(ValueError, match="time_column='nope'"):
-        read_requests(io.StringIO("time,duration\n1,2\n"), time_column="nope")
+        read_requests(io.StringIO("time,duration_s\n1,2\n"), time_column="nope")
     empty = tmp_path / "empty.csv"
     empty.write_text("")
     with pytest.raises(ValueError, match=r"empty\.csv.*empty"):
         read_requests(empty)
     header_only = tmp_path / "header.csv"
-    header_only.write_text("time,duration\n")
+    header_only.write_text("time,duration_s\n")
     with pytest.raises(ValueError, match=r"header\.csv"):
         read_requests(header_only)
 

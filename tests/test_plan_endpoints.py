@@ -299,13 +299,16 @@ def test_cli_endpoints_from_a_log(tmp_path):
     path = tmp_path / "access.csv"
     pd.DataFrame({"time": req["completion"], "duration": req["response"],
                   "endpoint": np.where(static, "/static", "/api")}).to_csv(path, index=False)
-    code, out, err = run_cli("endpoints", "--log", str(path), "--qps", "60", "--json")
+    # The duration column's name has no unit: refused until it is stated.
+    code, _, err = run_cli("endpoints", "--log", str(path), "--qps", "60", "--json")
+    assert code == 2 and "no unit in its name" in err and "--duration-unit" in err, err
+    code, out, err = run_cli("endpoints", "--log", str(path), "--qps", "60", "--duration-unit", "s", "--json")
     assert code == 0, err
     rows = {row["endpoint"]: row for row in json.loads(out)["rows"]}
     assert rows["/static"]["mean_cpu_s"] == pytest.approx(0.001, rel=0.08)
     assert rows["/api"]["mean_cpu_s"] == pytest.approx(0.040, rel=0.08)
     assert sum(row["arrival_rate"] for row in rows.values()) == pytest.approx(60.0)
-    code, out, _ = run_cli("endpoints", "--log", str(path))
+    code, out, _ = run_cli("endpoints", "--log", str(path), "--duration-unit", "s")
     assert code == 0 and "2 endpoints fitted on the shared queue" in out
     for args, flag in ((["/api=20qps:40ms", "--log", str(path)], "one of the two"), (["/api=20qps:40ms", "--qps", "5"], "--qps"),
                        (["--log", str(tmp_path / "missing.csv")], "--log")):

@@ -130,13 +130,15 @@ def _add_endpoints(sub) -> None:
                     help="each endpoint's rate and mean CPU per request (scv default 1)")
     en.add_argument("--log", default=None, metavar="FILE",
                     help="instead: fit each endpoint's CPU from one process's request log (csv: time, "
-                         "duration, endpoint; or nginx), the endpoints sharing its queue")
+                         "duration_ms, endpoint; or nginx), the endpoints sharing its queue")
     en.add_argument("--qps", type=t["rate"], default=None, metavar="RATE",
                     help="with --log: the total rate to plan for (default: the log's mean rate)")
     en.add_argument("--format", choices=("nginx", "csv"), default=None,
                     help="with --log: log type (default: csv for .csv/.parquet files, else nginx)")
     en.add_argument("--log-format", default=None, metavar="FORMAT",
                     help="with --log: the nginx log_format the log was written with")
+    en.add_argument("--duration-unit", choices=("s", "ms", "us", "ns"), default=None,
+                    help="with a CSV/Parquet --log whose duration column's name carries no unit: its unit")
     en.add_argument("--servers", type=t["count"], default=1, metavar="N", help="cores of the queue (default 1)")
     en.add_argument("--discipline", choices=("ps", "fcfs"), default="ps",
                     help="ps: event loop (default); fcfs: blocking worker pool")
@@ -231,7 +233,8 @@ def _cmd_endpoints(args: argparse.Namespace) -> tuple[dict, str]:
 
     if (args.endpoints is None) == (args.log is None):
         raise _UsageError("give the endpoints (NAME=RATE:CPU,...) or --log FILE, one of the two")
-    for flag, value in (("--qps", args.qps), ("--format", args.format), ("--log-format", args.log_format)):
+    for flag, value in (("--qps", args.qps), ("--format", args.format), ("--log-format", args.log_format),
+                        ("--duration-unit", args.duration_unit)):
         if value is not None and args.log is None:
             raise _UsageError(f"argument {flag}: applies to --log only")
     head: list[str] = []

@@ -19,13 +19,17 @@ def _read_log(args: argparse.Namespace):
     fmt = args.format or ("csv" if args.log.lower().endswith(_CSV_SUFFIXES) else "nginx")
     if args.log_format is not None and fmt != "nginx":
         raise _UsageError("argument --log-format: applies to nginx logs only (--format nginx)")
+    unit = getattr(args, "duration_unit", None)
+    if unit is not None and fmt == "nginx":
+        raise _UsageError("argument --duration-unit: applies to CSV/Parquet logs (nginx's $request_time is "
+                          "seconds)")
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             if fmt == "nginx":
                 df = logs.read_nginx(args.log, args.log_format or logs.COMBINED_WITH_TIMES)
             else:
-                df = logs.read_requests(args.log)
+                df = logs.read_requests(args.log, duration_unit=unit)
     except (OSError, ValueError, ImportError, UnicodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else _one_line(exc)
         if reason.startswith(f"{args.log}: "):   # the readers name the file themselves
@@ -40,7 +44,7 @@ def _fit_percentiles(args: argparse.Namespace):
     if args.qps is None:
         raise _UsageError("argument --qps: required with PERCENTILES (the request rate they were measured at)")
     for flag, value in (("--format", args.format), ("--log-format", args.log_format),
-                        ("--timing", args.timing), ("--bins", args.bins)):
+                        ("--timing", args.timing), ("--bins", args.bins), ("--duration-unit", args.duration_unit)):
         if value is not None:
             raise _UsageError(f"argument {flag}: applies to --log only")
     smallest = min(args.percentiles.values())
@@ -97,7 +101,7 @@ def _refuse_rate_flags(args: argparse.Namespace, source: str) -> None:
     """Flags of the percentile and log fits that a time-series source answers itself."""
     for flag, value in (("--qps", args.qps), ("--cpu-util", args.cpu_util), ("--requests", args.requests),
                         ("--bins", args.bins), ("--timing", args.timing), ("--format", args.format),
-                        ("--log-format", args.log_format)):
+                        ("--log-format", args.log_format), ("--duration-unit", args.duration_unit)):
         if value is not None:
             raise _UsageError(f"argument {flag}: not used with {source} (its windows give the rates and counts)")
 

@@ -28,7 +28,8 @@ def _cmd_logs(args: argparse.Namespace):
             warnings.simplefilter("always")
             report = logs.convert(source, args.out, aggregate=args.aggregate, window=args.window or 60.0,
                                   log_format=args.log_format or logs.COMBINED_WITH_TIMES, format=args.format,
-                                  timing=args.timing, client=client)
+                                  timing=args.timing, client=client,
+                                  **({} if args.duration_unit is None else {"duration_unit": args.duration_unit}))
     except (OSError, ValueError, ImportError, UnicodeError) as exc:
         reason = exc.strerror + f": {exc.filename}" if isinstance(exc, OSError) and exc.strerror else _one_line(exc)
         raise _UsageError(f"argument LOG: cannot convert {' '.join(args.log)}: {reason}") from None

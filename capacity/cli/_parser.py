@@ -354,6 +354,9 @@ def _add_fit(sub) -> None:
                          "$request_time $upstream_response_time)")
     fi.add_argument("--timing", choices=("duration", "upstream"), default=None,
                     help="with --log: model the whole request time or the upstream (backend) time")
+    fi.add_argument("--duration-unit", choices=("s", "ms", "us", "ns"), default=None,
+                    help="with a CSV/Parquet --log whose duration column's name carries no unit "
+                         "(duration_ms does): its unit, never guessed")
     fi.add_argument("--latency", choices=("duration", "upstream"), action=_OldTimingFlag, help=argparse.SUPPRESS)
     fi.add_argument("--bins", type=_count, default=None, metavar="N",
                     help="with --log: load bins fitted jointly (default 4)")
@@ -410,6 +413,8 @@ def _add_logs(sub) -> None:
                          "$request_time $upstream_response_time)")
     cv.add_argument("--timing", choices=("duration", "upstream"), default="duration",
                     help="with --aggregate: histogram the whole request time or the upstream time")
+    cv.add_argument("--duration-unit", choices=("s", "ms", "us", "ns"), default=None,
+                    help="CSV/Parquet logs whose duration column's name carries no unit: its unit")
     cv.add_argument("--scheduler", default=None, metavar="ADDRESS",
                     help="with --aggregate: aggregate each file on this Dask cluster, e.g. tcp://10.0.0.5:8786 "
                          "(the files must be readable by its workers; needs capacity[dask])")
