@@ -698,3 +698,18 @@ def test_fit_k6_and_timeseries_files(tmp_path):
     csv.write_text(csv.read_text().replace("p99_ms", "p99"))
     out = run("fit", "--timeseries", str(csv), "--discipline", "fcfs")
     assert out.returncode == 2 and "argument --timeseries: column 'p99': its unit is not in its name" in out.stderr
+
+
+def test_fit_on_several_cores_of_an_event_loop_says_how_to_read_a_node_cluster():
+    """A processor-sharing fit on 4 servers: the table and --json say that Node.js cluster workers
+    are four one-core queues, to be fitted and planned per worker; on one server, or for a blocking
+    (FCFS) pool, nothing is said."""
+    base = ["fit", "p50=45ms,p90=120ms,p99=400ms", "--qps", "30", "--cpu-util", "55%"]
+    out = run(*base, "--servers", "4", "--discipline", "ps", "--slo", "p99=500ms")
+    assert out.returncode == 0, out.stderr
+    assert "note: If the 4 servers are Node.js cluster workers" in out.stdout and "plan per worker" in out.stdout
+    data = json.loads(run(*base, "--servers", "4", "--discipline", "ps", "--json").stdout)
+    assert len(data["notes"]) == 1 and "4 one-core queues" in data["notes"][0]
+    for extra in (["--servers", "1", "--discipline", "ps"], ["--servers", "4", "--discipline", "fcfs"]):
+        data = json.loads(run(*base, *extra, "--json").stdout)
+        assert data["notes"] == [], extra

@@ -248,7 +248,10 @@ def _fit_record(args: argparse.Namespace, res, fit, source: dict, notes: list) -
                        "observed_s": float(r["observed"]), "model_s": float(r["model"]),
                        "rel_error": float(r["rel_error"])}
                       for _, r in fit.comparison_.iterrows()]
+    from ..fit._fitted import node_cluster_note
+
     ceiling, warn_lines = _fit_ceiling(args, fit), notes + list(res.warnings_)
+    said = [note for note in (node_cluster_note(fit.discipline, int(args.servers)),) if note]
     if isinstance(ceiling, str):
         warn_lines, ceiling = warn_lines + [ceiling], None
     return {"command": "fit", "source": source, "model": fit.model, "discipline": fit.discipline,
@@ -259,7 +262,7 @@ def _fit_record(args: argparse.Namespace, res, fit, source: dict, notes: list) -
             "cpu_per_request_interval_s": [params["cpu_per_request"]["lower"], params["cpu_per_request"]["upper"]],
             "scv": float(fit.scv_), "delay": delay, "capacity_qps": float(fit.capacity_qps_),
             "confidence": fit.confidence_level, "parameters": params, "comparison": comparison,
-            "fit_quality": {k: float(v) for k, v in fit.fit_quality_.items()}, "ceiling": ceiling,
+            "fit_quality": {k: float(v) for k, v in fit.fit_quality_.items()}, "ceiling": ceiling, "notes": said,
             "candidates": _candidates(fit),
             "warnings": warn_lines, "result": res.to_dict()}
 
@@ -363,6 +366,8 @@ def _fit_table(args: argparse.Namespace, fit, data: dict) -> str:
                       f"({100 * ceiling['utilization']:.0f}% of the {ceiling['capacity_qps']:.4g} QPS capacity; "
                       f"binds: {ceiling['binding']})"]
         lines += [f"  ! {note}" for note in ceiling["contradictions"]]
+    if data["notes"]:
+        lines += [""] + [f"note: {note}" for note in data["notes"]]
     if data["warnings"]:
         lines += ["", "warnings:"] + [f"  - {w}" for w in data["warnings"]]
     return "\n".join(lines)

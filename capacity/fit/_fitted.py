@@ -32,6 +32,17 @@ class Prediction(NamedTuple):
     high: Any
 
 
+def node_cluster_note(discipline: str, servers: int) -> str:
+    """The commonest misreading of a multi-core event-loop fit, said where it can happen: a Node.js
+    cluster is one event loop per worker, not one processor-sharing queue on all the cores.  Empty
+    for one server or a blocking (FCFS) pool."""
+    if discipline not in ("ps", "rr") or servers <= 1:
+        return ""
+    return (f"If the {servers} servers are Node.js cluster workers, each worker is its own event loop with "
+            f"its share of the traffic: {servers} one-core queues, not one {servers}-core processor-sharing "
+            "queue -- fit one worker (servers=1, its own rate and CPU) and plan per worker.")
+
+
 class PercentileFit(FitResult):
     """Result of :func:`from_percentiles`.
 
@@ -399,15 +410,11 @@ class PercentileFit(FitResult):
                  if self.discipline == "rr" else {})
         c = qps_ceiling(self.service_, self._servers_default, slo, discipline=self.discipline,
                         delay=float(self.delay_ or 0.0), **extra)
-        n = self._servers_default
-        if self.discipline in ("ps", "rr") and n > 1:
+        note = node_cluster_note(self.discipline, self._servers_default)
+        if note:
             import dataclasses
 
-            # The commonest misreading of a multi-core event-loop fit: a Node.js cluster.
-            c = dataclasses.replace(c, explanation=(
-                f"{c.explanation} If the {n} servers are Node.js cluster workers, each worker is its own event "
-                f"loop with its share of the traffic: {n} one-core queues, not one {n}-core processor-sharing "
-                "queue -- fit one worker (servers=1, its own rate and CPU) and plan per worker."))
+            c = dataclasses.replace(c, explanation=f"{c.explanation} {note}")
         if interval is not None:
             from ._inputs import check_confidence
 
