@@ -125,7 +125,8 @@ examples:
   capacity fit p50=45ms,p90=80ms,p99=300ms,p99.9=600ms --qps 8 --discipline fcfs --slo p99=500ms
   capacity fit p50=45ms,p99=300ms --qps 8 --cpu-util 35% --delay constant --requests 28800
   capacity fit --log access.log --slo p99=500ms                      # nginx log (combined + times)
-  capacity fit --log requests.csv --discipline fcfs --json           # CSV: time, duration[, endpoint]
+  capacity fit --log requests.csv --discipline fcfs --json           # CSV: time, duration_ms[, endpoint]
+  capacity fit --log requests.csv --duration-unit ms                 # a duration column named without a unit
   capacity fit --prometheus http://localhost:9090 --histogram http_request_duration_seconds \
       --selector 'job="api"' --since 24h --step 5min --slo p99=500ms  # a day of a histogram + CPU
   capacity fit --prometheus buckets.json --discipline fcfs           # a saved query_range answer
@@ -133,8 +134,9 @@ examples:
   capacity fit --k6 run.json --step 1min                             # k6 run --out json=run.json
 
 Percentiles are pQ=TIME pairs (p50, p99, p99.9; 0.999=2s also works; p999 is ambiguous and
-refused). The default model (ps, lognormal) is slow to fit (10 s to 2 min);
---discipline fcfs or --family exponential fits in under a second.
+refused). What is not given -- discipline, CPU-time family, delay -- is chosen from the data
+(every candidate fitted and compared by QAIC; the table lists the runner-up, --json every
+candidate); --discipline, --family and --delay hold any of them.
 """
 
 
