@@ -527,3 +527,17 @@ def test_too_few_windows_leave_the_busiest_tail_unjudged():
                               family="lognormal", delay=None)
     assert math.isnan(fit.fit_quality_["busy_tail_log_time_miss"])
     assert not any("busiest windows" in str(w.message) for w in caught)
+
+
+def test_where_the_latencies_were_measured_is_stated_even_by_default():
+    """The summary and to_dict() say where the latencies were timed, the default included (client
+    for percentiles and histograms given as such; what the caller said otherwise)."""
+    from capacity.fit import from_percentiles
+
+    pct = from_percentiles({0.5: 0.05, 0.99: 0.3}, arrival_rate=8.0, discipline="fcfs", family="lognormal",
+                           delay=None)
+    assert "latencies measured at: client" in str(pct) and pct.to_dict()["measured_at"] == "client"
+    day = _exact_day(fcfs, Service.lognormal(0.02, 1.0), rhos=(0.2, 0.4, 0.6))
+    inside = from_histograms(day, discipline="fcfs", family="lognormal", delay=None, measured_at="in_process")
+    assert "latencies measured at: in-process" in str(inside)
+    assert inside.to_dict()["measured_at"] == "in_process"

@@ -504,7 +504,7 @@ class PercentileFit(FitResult):
     def _description(self) -> dict:
         return {"discipline": self.discipline, "family": self.family, "servers": self.servers,
                 "delay": self._model.delay, "slices": self.slices_, "admission": self.admission_,
-                "slice_delay": self.slice_delay_}
+                "slice_delay": self.slice_delay_, "measured_at": getattr(self, "measured_at", None)}
 
 
 class _MeanScaled:

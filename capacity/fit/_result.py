@@ -163,6 +163,11 @@ class FitResult(Result):
         level = f"{100 * self.confidence_level:g}%"
         buf.write(f"<{type(self).__name__}: {self.model}>\n")
         buf.write(f"  observations: {self.n_observations}\n")
+        where = getattr(self, "measured_at", None)
+        if where:
+            # Said every time, the default too: where the latencies were timed decides what the
+            # model takes them for (in-process: without the queue in front of a blocking handler).
+            buf.write(f"  latencies measured at: {where.replace('_', '-')} (predictions are what clients see)\n")
         if self.method:
             buf.write(f"  method: {self.method}\n")
         buf.write(f"  intervals: {level}\n\n")
