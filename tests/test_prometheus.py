@@ -115,6 +115,58 @@ def test_server_errors_become_messages(prometheus_run):
                         step=10, cpu=None)
 
 
+@contextlib.contextmanager
+def _stub_prometheus(status: int, body: bytes, content_type: str = "application/json"):
+    """A local HTTP server that answers every query_range with ``status`` and ``body``: the answers
+    a real Prometheus gives only under conditions a test cannot make (an overloaded server's 503,
+    a 422 from a query that fails while running), and a proxy's HTML page in front of it."""
+    import http.server
+    import threading
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):   # quiet
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.parametrize("status,body,content_type,message", [
+    (422, b'{"status":"error","errorType":"execution","error":"many-to-many matching not allowed"}',
+     "application/json", r"answered 422 .*many-to-many matching not allowed \(the query could not be executed\)"),
+    (503, b'{"status":"error","errorType":"timeout","error":"query timed out in expression evaluation"}',
+     "application/json", r"answered 503 .*timed out.*\(the server is overloaded or the query timed out"),
+    (502, b"<html><body>Bad Gateway</body></html>", "text/html", r"answered 502 .*Bad Gateway.*see the server log"),
+    (200, b"<html>login</html>", "text/html", r"did not answer JSON: is http://127\.0\.0\.1:\d+ a Prometheus"),
+    (200, b'{"status":"error","errorType":"bad_data","error":"invalid parameter"}', "application/json",
+     r"bad_data: invalid parameter"),
+])
+def test_every_kind_of_server_answer_becomes_a_message(status, body, content_type, message):
+    """Errors of the server (and of what stands in front of it) are SourceErrors naming the server,
+    the code and the reason -- and through the CLI one line on stderr, exit code 2, no traceback."""
+    from _cli import run_cli
+
+    with _stub_prometheus(status, body, content_type) as url:
+        with pytest.raises(SourceError, match=message):
+            from_prometheus(url, "h", start=0, end=600, step=60, cpu=None)
+        code, out, err = run_cli("fit", "--prometheus", url, "--histogram", "h")
+    assert code == 2 and "Traceback" not in err + out and len(err.strip().splitlines()) == 1, err
+
+
 def test_unreachable_server_and_bad_ranges():
     port = harness.free_port()
     with pytest.raises(SourceError, match="could not reach Prometheus"):
