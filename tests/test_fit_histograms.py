@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from capacity import Service, fcfs, ps, simulate
-from capacity.exceptions import FitWarning
+from capacity.exceptions import FitWarning, IdentifiabilityWarning
 from capacity.fit import from_histograms
 
 # prom-client's and prometheus_client's default buckets, seconds
@@ -541,3 +541,54 @@ def test_where_the_latencies_were_measured_is_stated_even_by_default():
     inside = from_histograms(day, discipline="fcfs", family="lognormal", delay=None, measured_at="in_process")
     assert "latencies measured at: in-process" in str(inside)
     assert inside.to_dict()["measured_at"] == "in_process"
+
+
+def test_the_load_dependence_tells_cpu_variability_from_a_delay():
+    """Issue 15 point 2: one fit across the windows' loads separates CPU variability from a non-CPU
+    delay.  FCFS with 20 ms lognormal CPU of scv 1 plus a constant 30 ms delay, exact counts at
+    utilisation 0.1-0.7: the fit recovers all three (mean and delay within 2 %, scv within 5 %).
+    At one load the same shapes can be had with more scv and less delay: the fit says the windows
+    cannot tell them apart."""
+    svc, delay = Service.lognormal(0.02, 1.0), 0.03
+    le = list(np.geomspace(0.002, 2.0, 25))
+
+    def windows(rhos):
+        out = []
+        for rho in rhos:
+            rate = rho / 0.02
+            above = np.asarray(fcfs.response_sf(np.maximum(np.array(le) - delay, 0.0), rate, svc))
+            above = np.where(np.array(le) <= delay, 1.0, above)
+            out.append({"buckets": dict(zip(le + [math.inf], 1800 * rate * np.r_[1.0 - above, 1.0])),
+                        "arrival_rate": rate})
+        return out
+
+    fit = from_histograms(windows((0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7)), discipline="fcfs", family="lognormal",
+                          delay="constant")
+    assert fit.cpu_per_request_ == pytest.approx(0.02, rel=0.02)
+    assert fit.scv_ == pytest.approx(1.0, rel=0.05)
+    assert fit.delay_ == pytest.approx(delay, rel=0.02)
+    with pytest.warns(IdentifiabilityWarning, match="every window is at about the same load"):
+        from_histograms(windows((0.4, 0.4, 0.4)), discipline="fcfs", family="lognormal", delay="constant")
+
+
+def test_the_deviance_is_the_multinomial_g_statistic_worked_by_hand():
+    """The fit's deviance is G = 2 sum n log(n / e) over every bucket of every window, e the window's
+    count times the model's probability of the bucket -- recomputed here from the observed counts
+    and the model shares the fit reports (comparison_), not from its residuals."""
+    rng = np.random.default_rng(7)
+    svc = Service.lognormal(0.02, 2.0)
+    day = []
+    for rate in (10.0, 20.0, 30.0):
+        t = simulate(rate, svc, discipline="ps", horizon=600.0, seed=int(rng.integers(1 << 30))).requests
+        day.append({"buckets": _buckets(t["response"].to_numpy()), "arrival_rate": rate})
+    fit = from_histograms(day, discipline="ps", family="lognormal", delay=None)
+    g = 0.0
+    for w, record in enumerate(day):
+        cum = np.array(list(record["buckets"].values()))
+        counts = np.diff(np.r_[0.0, cum])
+        shares = fit.comparison_.loc[fit.comparison_["window"] == w, "model_share_above"].to_numpy()
+        p = np.diff(np.r_[0.0, 1.0 - shares, 1.0])
+        e = cum[-1] * p
+        seen = counts > 0
+        g += 2.0 * np.sum(counts[seen] * np.log(counts[seen] / e[seen]))
+    assert fit.deviance_ == pytest.approx(g, rel=1e-6)
