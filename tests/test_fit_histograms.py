@@ -592,3 +592,29 @@ def test_the_deviance_is_the_multinomial_g_statistic_worked_by_hand():
         seen = counts > 0
         g += 2.0 * np.sum(counts[seen] * np.log(counts[seen] / e[seen]))
     assert fit.deviance_ == pytest.approx(g, rel=1e-6)
+
+
+def test_a_cpu_cost_that_contradicts_the_histograms_is_said():
+    """FCFS, 20 ms lognormal CPU (scv 1), exact client-side counts at utilisation 0.15-0.6.  With
+    the windows' true utilisation nothing is said.  With a CPU graph that also counts another
+    process's 40 % of the core (the utilisation law then reads about 20 ms + 0.4/rate per
+    request, 2-3x too much), the histograms alone fit 20 ms far better: the fit says the two
+    contradict and why, in contradictions_ and a warning, as from_percentiles does."""
+    svc = Service.lognormal(0.02, 1.0)
+    rhos = (0.15, 0.3, 0.45, 0.6)
+    true_day = _exact_day(fcfs, svc, rhos=rhos)
+    for w, rho in zip(true_day, rhos):
+        w["utilization"] = rho
+    fit = from_histograms(true_day, discipline="fcfs", family="lognormal", delay=None)
+    assert fit.contradictions_ == ()
+    assert fit.fit_quality_["cpu_per_request_from_histograms"] == pytest.approx(0.02, rel=0.02)
+    busy_day = [dict(w, utilization=min(1.0, rho + 0.4)) for w, rho in zip(true_day, rhos)]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        wrong = from_histograms(busy_day, discipline="fcfs", family="lognormal", delay=None)
+    assert len(wrong.contradictions_) == 1 and "CPU is spent outside these requests" in wrong.contradictions_[0]
+    assert any("the data contradict each other" in str(w.message) for w in caught)
+    assert wrong.fit_quality_["cpu_per_request_from_histograms"] == pytest.approx(0.02, rel=0.05)
+    # In-process the queue is invisible and the check is not made (see _check_cpu_cost).
+    inside = from_histograms(busy_day, discipline="fcfs", family="lognormal", delay=None, measured_at="in_process")
+    assert inside.contradictions_ == ()

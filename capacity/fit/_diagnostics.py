@@ -19,6 +19,7 @@ __all__ = [
     "LineQuality",
     "bound_warnings",
     "comparison_table",
+    "cpu_cost_contradiction",
     "identifiability_warnings",
     "interval_warnings",
     "latency_law_warnings",
@@ -36,6 +37,33 @@ __all__ = [
 ]
 
 Warnings = list  # of (warning category, message)
+
+
+_CPU_COST_RATIO = 1.25    # a mean from the latencies alone this far from the CPU's is a contradiction ...
+_CHI2_1_95 = 3.841        # ... when it also fits significantly better (likelihood ratio, 1 df)
+
+
+def cpu_cost_contradiction(held_mean: float, free_mean: float, lr: float, miss_held: str, miss_free: str,
+                           what: str) -> str | None:
+    """The sentence saying that the CPU's cost per request (the utilisation law, ``held_mean``)
+    and the cost the latencies alone need (``free_mean``) disagree, or None when they do not:
+    within a factor 1.25 either way, or the latencies fit no better with their own (likelihood
+    ratio ``lr``, scaled by the dispersion, at most the chi-square 95 % point on 1 df).
+    ``miss_held``/``miss_free``: how far each fit misses, as text; ``what``: "percentiles" or
+    "histograms"."""
+    from ..units import format_time
+
+    ratio = free_mean / held_mean
+    if lr <= _CHI2_1_95 or 1 / _CPU_COST_RATIO <= ratio <= _CPU_COST_RATIO:
+        return None
+    why = ("CPU is spent outside these requests (GC, timers, other endpoints, other processes in the "
+           "measurement); capacity.fit.from_utilization separates it" if ratio < 1 else
+           "the latencies hold more than CPU: a wait that queues without holding the CPU (a lock, a "
+           "connection pool, a downstream with its own queue), or the CPU measured over fewer cores "
+           "than serve these requests")
+    return (f"the CPU utilisation implies {format_time(held_mean)} of CPU per request, but the "
+            f"{what} alone fit best with {format_time(free_mean)} ({ratio:.2g}x; miss {miss_held} with the "
+            f"CPU's cost, {miss_free} without): {why}")
 
 # percentiles
 _MAX_RMS = 0.10               # RMS relative error above which the model "does not describe" the percentiles

@@ -443,15 +443,9 @@ def _fit_model(space: SearchSpace, opts: PercentileOptions, obs: PercentileObser
     return res
 
 
-_CPU_COST_RATIO = 1.25    # a mean from the percentiles this far from the CPU's is a contradiction ...
-_CHI2_1_95 = 3.841        # ... when it also fits significantly better (likelihood ratio, 1 df)
-
-
 def _check_cpu_cost(res: PercentileFit, obs: PercentileObservations, tabled_only: bool, max_nfev: int) -> None:
     """Compare the CPU-implied cost (the utilisation law) with the cost the percentiles alone
     need; a clear disagreement goes in ``contradictions_`` and a warning."""
-    from ..units import format_time
-
     held = res._space
     if held.mean_fixed is None:
         return
@@ -462,20 +456,13 @@ def _check_cpu_cost(res: PercentileFit, obs: PercentileObservations, tabled_only
     sol = fit_space(free, max_nfev)
     dev_free = percentile_covariance(free, sol).deviance
     mean_free = float(free.unpack(sol.theta[None, :])["mean"][0])
-    ratio = mean_free / held.mean_fixed
     lr = (res.deviance_ - dev_free) / max(1.0, dev_free / dof)
     res._set_quality("cpu_per_request_from_percentiles", mean_free)
-    if lr <= _CHI2_1_95 or 1 / _CPU_COST_RATIO <= ratio <= _CPU_COST_RATIO:
+    note = diag.cpu_cost_contradiction(held.mean_fixed, mean_free, lr,
+                                       f"{100 * res.fit_quality_['rms_rel_error']:.0f} % RMS",
+                                       f"{100 * sol.rms:.0f} %", "percentiles")
+    if note is None:
         return
-    why = ("CPU is spent outside these requests (GC, timers, other endpoints, other processes in the "
-           "measurement); capacity.fit.from_utilization separates it" if ratio < 1 else
-           "the latencies hold more than CPU: a wait that queues without holding the CPU (a lock, a "
-           "connection pool, a downstream with its own queue), or the CPU measured over fewer cores "
-           "than serve these requests")
-    note = (f"the CPU utilisation implies {format_time(held.mean_fixed)} of CPU per request, but the "
-            f"percentiles alone fit best with {format_time(mean_free)} ({ratio:.2g}x; RMS miss "
-            f"{100 * res.fit_quality_['rms_rel_error']:.0f} % with the CPU's cost, "
-            f"{100 * sol.rms:.0f} % without): {why}")
     res.contradictions_ = (*res.contradictions_, note)
     res._warn(FitWarning, f"the data contradict each other: {note}")
 
