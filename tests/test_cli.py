@@ -254,11 +254,12 @@ def test_fit_percentiles_mm1_json_through_subprocess():
     assert data["cpu_per_request_interval_s"] == [None, None]   # no --requests: no interval
 
 
-def test_fit_percentiles_measured_in_process():
+def test_fit_percentiles_measured_in_process(tmp_path):
     """--measured-at in_process: the percentiles of a blocking handler's middleware timer are its
     CPU time's (the queue is in front of the timer).  Lognormal CPU, mean 50 ms, scv 2, written
     out with scipy; read as in-process they give back 50 ms and scv 2, read as the clients' they
-    cannot (the same numbers would hold the queue too); refused for --log."""
+    cannot (the same numbers would hold the queue too).  A log takes the flag too (a proxy's log
+    sees the whole response, as the default client does: the same CPU, said in the model)."""
     from scipy import stats
 
     sigma = math.sqrt(math.log(1 + 2.0))
@@ -271,8 +272,19 @@ def test_fit_percentiles_measured_in_process():
     assert inside["scv"] == pytest.approx(2.0, rel=1e-2)
     client = json.loads(run(*common).stdout)
     assert client["scv"] < 1.5
-    out = run("fit", "--log", "x.log", "--measured-at", "client")
-    assert out.returncode == 2 and "--measured-at: applies to PERCENTILES and --prometheus only" in out.stderr
+    import pandas as pd
+
+    from capacity import Service, simulate
+
+    req = simulate(pd.Series(np.repeat([8.0, 16.0, 24.0], 600)), Service.lognormal(0.025, 1.0), "fcfs",
+                   seed=3).requests
+    pd.DataFrame({"time": req["completion"], "duration_s": req["response"]}).to_csv(tmp_path / "log.csv",
+                                                                                   index=False)
+    default, proxy = (json.loads(run("fit", "--log", str(tmp_path / "log.csv"), "--discipline", "fcfs", "--json",
+                                     *extra).stdout) for extra in ([], ["--measured-at", "proxy"]))
+    assert "measured at the proxy" in proxy["model"] and "measured at" not in default["model"]
+    assert proxy["cpu_per_request_s"] == pytest.approx(default["cpu_per_request_s"], rel=1e-9)
+    assert default["cpu_per_request_s"] == pytest.approx(0.025, rel=0.05)
 
 
 def test_fit_percentiles_lognormal_table_with_intervals():

@@ -86,7 +86,7 @@ def _fit_log(args: argparse.Namespace):
         extra["slice_delay"] = args.slice_delay
     res = from_requests(df, servers=args.servers, discipline=args.discipline, family=args.family,
                         delay=args.delay, bins=args.bins or 4, timing=args.timing or "duration",
-                        by_endpoint=False, **extra)
+                        by_endpoint=False, measured_at=args.measured_at or "client", **extra)
     if res.fit_ is None:
         why = "; ".join(res.warnings_) or "no usable load bin"
         raise _UsageError(f"argument --log: cannot fit {args.log!r}: {why}")
@@ -159,13 +159,15 @@ def _fit_file_source(args: argparse.Namespace):
     if args.k6 is not None:
         options = _model_options(args, slices_default=None)     # None: from_histograms profiles them
         try:
-            res = from_k6(args.k6, window=args.step or 60.0, servers=args.servers, **options)
+            res = from_k6(args.k6, window=args.step or 60.0, servers=args.servers,
+                          measured_at=args.measured_at or "client", **options)
         except ValueError as exc:
             raise _UsageError(f"argument --k6: {_one_line(exc)}") from None
     else:
         options = _model_options(args, slices_default=None)     # None: from_percentiles profiles them
         try:
-            res = from_timeseries(args.timeseries, servers=args.servers, window=args.step, **options)
+            res = from_timeseries(args.timeseries, servers=args.servers, window=args.step,
+                                  measured_at=args.measured_at or "client", **options)
         except ValueError as exc:
             raise _UsageError(f"argument --timeseries: {_one_line(exc)}") from None
     return res, res, dict(res.source_), []
@@ -207,8 +209,6 @@ def _check_fit_flags(args: argparse.Namespace) -> None:
                             ("--selector", args.selector or None)):
             if value is not None:
                 raise _UsageError(f"argument {flag}: applies to --prometheus only")
-        if args.measured_at is not None and args.percentiles is None:
-            raise _UsageError("argument --measured-at: applies to PERCENTILES and --prometheus only")
     if args.prometheus is None and args.k6 is None and args.timeseries is None:
         if args.step is not None:
             raise _UsageError("argument --step: applies to --prometheus, --timeseries and --k6 only")

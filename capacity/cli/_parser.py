@@ -345,8 +345,8 @@ def _add_fit(sub) -> None:
     fi.add_argument("--measured-at", choices=("in_process", "proxy", "client"), default=None,
                     help="where the latencies were timed: with --prometheus the histogram (default "
                          "in_process: the server's own middleware, which does not see the queue in "
-                         "front of a blocking handler), with PERCENTILES the dashboard's (default "
-                         "client)")
+                         "front of a blocking handler); with PERCENTILES, --log, --timeseries or --k6 "
+                         "(default client)")
     fi.add_argument("--format", choices=("nginx", "csv"), default=None,
                     help="log type (default: csv for .csv/.parquet files, else nginx)")
     fi.add_argument("--log-format", default=None, metavar="FORMAT",
