@@ -285,3 +285,23 @@ def test_cpu_over_the_servers_is_not_used_and_said():
         fit = from_prometheus_json(_answer(series), _answer([({}, list(rates * 0.02))]), measured_at="client",
                                    discipline="ps", family="lognormal", delay=None)
     assert not fit.summary.loc["cpu_per_request", "note"].startswith("from the utilisation law")
+
+
+def test_cli_fits_through_a_real_prometheus(prometheus_run):
+    """``capacity fit --prometheus URL --histogram NAME --selector ... --since ... --step ...`` against
+    the running server: the day back from now, in 10 s windows (those after the load, without
+    requests, are skipped and said), the CPU per request from the CPU counter within 5 %."""
+    from _cli import run_cli
+
+    url, t0 = prometheus_run
+    since = int(time.time() - t0) + 15          # back to just before the first loaded window
+    code, out, err = run_cli("fit", "--prometheus", url, "--histogram", "demo_request_duration_seconds",
+                             "--selector", 'job="demo"', "--since", f"{since}s", "--step", "10s",
+                             "--measured-at", "client", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["source"]["kind"] == "prometheus" and 'job="demo"' in data["source"]["queries"]["buckets"]
+    assert data["cpu_per_request_s"] == pytest.approx(0.002, rel=0.05)
+    code, out, err = run_cli("fit", "--prometheus", url, "--histogram", "demo_request_duration_seconds",
+                             "--since", f"{since}s", "--step", "10s", "--measured-at", "client")
+    assert code == 0 and "Fit:" in out and "Traceback" not in err, err
