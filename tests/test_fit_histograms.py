@@ -186,7 +186,9 @@ CASES = [("ps", Service.lognormal(0.02, 0.6)), ("ps", Service.lognormal(0.03, 1.
 def test_the_discipline_is_chosen_from_the_data():
     """Ten days (five PS, five FCFS queues; lognormal, gamma and exponential CPU of scv 0.6-4;
     utilisation 0.1-0.7): with nothing given, QAIC picks the true discipline in at least 9 of 10,
-    and the chosen model's p99 at utilisation 0.8 is within 15 % of the exact one in at least 9."""
+    and on every day (issue 15's targets) the mean CPU is within 3 % and the chosen model's p99
+    at utilisation 0.8 within 10 % of the exact one.  Measured: 10 of 10 disciplines, the mean
+    within 1.1 %, the p99 within 5.8 %."""
     right, close, rows = 0, 0, []
     for i, (discipline, svc) in enumerate(CASES):
         with warnings.catch_warnings():
@@ -196,11 +198,12 @@ def test_the_discipline_is_chosen_from_the_data():
         module = ps if discipline == "ps" else fcfs
         truth = float(module.response_quantile(0.99, 0.8 / float(svc.mean), svc))
         err = fit.predict(0.99, 0.8 / float(svc.mean)) / truth - 1
-        rows.append((discipline, fit.discipline, fit.family, round(err, 3)))
+        mean_err = fit.cpu_per_request_ / float(svc.mean) - 1
+        rows.append((discipline, fit.discipline, fit.family, round(err, 3), round(mean_err, 4)))
         right += fit.discipline == discipline
-        close += abs(err) < 0.15
+        close += abs(err) < 0.10 and abs(mean_err) < 0.03
     assert right >= 9, rows
-    assert close >= 9, rows
+    assert close == len(CASES), rows
 
 
 def test_prediction_intervals_cover_the_truth():
