@@ -693,8 +693,13 @@ def test_fit_k6_and_timeseries_files(tmp_path):
     out = run("fit", "--k6", str(run_file), "--step", "1min")
     assert out.returncode == 0, out.stderr
     assert "model chosen from the data" in out.stdout and "windows of 60 s" in out.stdout
+    # The candidates compared, as a table: the best five of eight, then how many more --json has.
+    assert "dQAIC" in out.stdout and "miss in time" in out.stdout and "(3 more in --json)" in out.stdout
     data = json.loads(run("fit", "--k6", str(run_file), "--json").stdout)
     assert data["source"]["kind"] == "k6" and len(data["candidates"]) == 8
+    best = data["candidates"][0]
+    row = next(line for line in out.stdout.splitlines() if line.startswith(f"  {best['discipline']} "))
+    assert best["family"] in row and f"{100 * best['rms_log_time_miss']:.1f}%" in row
     assert data["cpu_per_request_s"] == pytest.approx(0.02, rel=0.05)
 
     rates = np.linspace(5.0, 30.0, 8)

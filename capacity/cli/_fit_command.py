@@ -267,6 +267,21 @@ def _fit_record(args: argparse.Namespace, res, fit, source: dict, notes: list) -
             "warnings": warn_lines, "result": res.to_dict()}
 
 
+def _candidate_lines(chosen: list[dict], shown: int = 5) -> list[str]:
+    """The candidates compared, best first: each one's CPU, scv, QAIC behind the best, Akaike
+    weight (how much the data favour it) and its miss of the data; the first ``shown``."""
+    miss = next(k for k in chosen[0] if k.startswith("rms_"))
+    what = "miss in time" if miss == "rms_log_time_miss" else "miss (RMS)"
+    lines = ["", f"  {'discipline':<11}{'family':<18}{'delay':<10}{'CPU':>9}{'scv':>8}{'dQAIC':>8}{'weight':>8}"
+                 f"{what:>14}"]
+    for c in chosen[:shown]:
+        lines.append(f"  {c['discipline']:<11}{c['family']:<18}{str(c['delay']):<10}{_ms(c['cpu_per_request_s']):>9}"
+                     f"{c['scv']:>8.3g}{c['delta_qaic']:>8.1f}{c['weight']:>8.2f}{100 * c[miss]:>13.1f}%")
+    if len(chosen) > shown:
+        lines.append(f"  ({len(chosen) - shown} more in --json)")
+    return lines
+
+
 def _candidates(fit) -> list | None:
     table = getattr(fit, "candidates_", None)
     if table is None:
@@ -320,7 +335,8 @@ def _fit_table(args: argparse.Namespace, fit, data: dict) -> str:
                                                                                  chosen[0]["family"])), chosen[1])
         lines.append(f"model chosen from the data (smallest QAIC of {len(chosen)} candidates); next other model: "
                      f"{runner['discipline']} {runner['family']}, delay {runner['delay']}, "
-                     f"{runner['delta_qaic']:.1f} QAIC behind (--json lists all)")
+                     f"{runner['delta_qaic']:.1f} QAIC behind")
+        lines += _candidate_lines(chosen)
     lines += ["",
              f"{'parameter':<20}{'estimate':>12}  {level + ' interval':<24}note"]
     labels = {"cpu_per_request": "CPU per request", "capacity_qps": "capacity (100% CPU)"}
