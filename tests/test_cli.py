@@ -15,6 +15,7 @@ import contextlib
 import io
 import json
 import math
+import pathlib
 import shlex
 import subprocess
 import sys
@@ -730,3 +731,19 @@ def test_fit_on_several_cores_of_an_event_loop_says_how_to_read_a_node_cluster()
     for extra in (["--servers", "1", "--discipline", "ps"], ["--servers", "4", "--discipline", "fcfs"]):
         data = json.loads(run(*base, *extra, "--json").stdout)
         assert data["notes"] == [], extra
+
+
+def test_fit_saved_prometheus_answers_with_their_cpu_answer():
+    """The shipped day (data/prometheus: a real Prometheus's answers, 1 ms lognormal CPU): with
+    --cpu-counter naming the saved CPU answer the CPU per request is held by the utilisation law
+    (within 3 % of the 1 ms truth); a --cpu-counter file that is not there, or the flag without
+    --prometheus, is one line on stderr."""
+    data_dir = pathlib.Path(__file__).resolve().parents[1] / "data" / "prometheus"
+    buckets, cpu = data_dir / "buckets.json", data_dir / "cpu.json"
+    data = json.loads(run("fit", "--prometheus", str(buckets), "--cpu-counter", str(cpu), "--json").stdout)
+    assert data["parameters"]["cpu_per_request"]["note"].startswith("from the utilisation law")
+    assert data["cpu_per_request_s"] == pytest.approx(0.001, rel=0.03)
+    out = run("fit", "--prometheus", str(buckets), "--cpu-counter", "nowhere.json")
+    assert out.returncode == 2 and "--cpu-counter" in out.stderr and "is not a file" in out.stderr
+    out = run("fit", "p50=1s", "--qps", "3", "--cpu-counter", str(cpu))
+    assert out.returncode == 2 and "--cpu-counter: applies to --prometheus only" in out.stderr

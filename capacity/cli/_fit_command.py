@@ -136,8 +136,9 @@ def _fit_prometheus(args: argparse.Namespace):
             end = time.time()
             start = end - (args.since if args.since is not None else 86400.0)
             step = args.step if args.step is not None else 300.0
+            cpu = {} if args.cpu_counter is None else {"cpu": args.cpu_counter}
             res = from_prometheus(target, args.histogram, args.selector, start=start, end=end, step=step,
-                                  servers=args.servers, **options)
+                                  servers=args.servers, **cpu, **options)
         else:
             for flag, value in (("--histogram", args.histogram), ("--since", args.since)):
                 if value is not None:
@@ -145,7 +146,10 @@ def _fit_prometheus(args: argparse.Namespace):
             if not os.path.exists(target):
                 raise _UsageError(f"argument --prometheus: {target!r} is neither an http(s):// address nor "
                                   "a file")
-            res = from_prometheus_json(target, step=args.step, servers=args.servers, **options)
+            if args.cpu_counter is not None and not os.path.exists(args.cpu_counter):
+                raise _UsageError(f"argument --cpu-counter: with a saved --prometheus answer it is the saved CPU "
+                                  f"answer's file; {args.cpu_counter!r} is not a file")
+            res = from_prometheus_json(target, args.cpu_counter, step=args.step, servers=args.servers, **options)
     except SourceError as exc:
         raise _UsageError(f"argument --prometheus: {_one_line(exc)}") from None
     return res, res, dict(res.source_), []
@@ -206,7 +210,7 @@ def _check_fit_flags(args: argparse.Namespace) -> None:
                           f"or --k6, not {' and '.join(given)}")
     if args.prometheus is None:
         for flag, value in (("--histogram", args.histogram), ("--since", args.since),
-                            ("--selector", args.selector or None)):
+                            ("--selector", args.selector or None), ("--cpu-counter", args.cpu_counter)):
             if value is not None:
                 raise _UsageError(f"argument {flag}: applies to --prometheus only")
     if args.prometheus is None and args.k6 is None and args.timeseries is None:

@@ -335,6 +335,11 @@ def _add_fit(sub) -> None:
                     help="fit a k6 run's --out json file (http_req_duration, per --step window, default 1min)")
     fi.add_argument("--histogram", default=None, metavar="NAME",
                     help="with --prometheus URL: the histogram's metric name, without _bucket")
+    fi.add_argument("--cpu-counter", default=None, metavar="NAME|FILE",
+                    help="with --prometheus URL: the process CPU counter, with its own matchers if the "
+                         "histogram's do not fit it (default process_cpu_seconds_total); with --prometheus "
+                         "FILE: a saved query_range answer of sum(rate(<counter>[<step>])), the busy cores "
+                         "(without it the CPU per request comes from the latencies alone)")
     fi.add_argument("--selector", default="", metavar="LABELS",
                     help='with --prometheus URL: label matchers, e.g. job="api",instance="web-1:9100"')
     fi.add_argument("--since", type=_time, default=None, metavar="TIME",
