@@ -208,9 +208,10 @@ def test_the_discipline_is_chosen_from_the_data():
 
 def test_prediction_intervals_cover_the_truth():
     """Forty days (twenty of a PS, twenty of an FCFS queue, 20 ms lognormal CPU of scv 1.5,
-    six windows of 20 minutes at utilisation 0.1-0.6): the 90 % intervals of the p99 and of the
-    mean at utilisation 0.8 cover the exact values in at least 85 % of them.  Measured: 40 of 40
-    for both, median width 11-13 % of the value.  The interval is the fit's parameter uncertainty
+    seven windows of 20 minutes at utilisation 0.1-0.7, issue 15's day): the 90 % intervals of the
+    p99 and of the mean at utilisation 0.8 cover the exact values in at least 85 % of them.
+    Measured: 40 of 40 for both, median width of the p99's 14 % (PS) and 18 % (FCFS) of the value
+    (11-13 % over 0.1-0.6, before the busiest windows' tail joined the model error).  The interval is the fit's parameter uncertainty
     (window-clustered sandwich), mixed over the candidate models by their Akaike weights, with the
     fit's own miss of its data as a model error.  Without that model error the p99 intervals
     covered 95 % (PS) and 85 % (FCFS), 8 % wide, and the mean's 33 of 40; with the Fisher
@@ -224,7 +225,7 @@ def test_prediction_intervals_cover_the_truth():
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 fit = from_histograms(_day(svc, discipline, seed=1000 + 37 * trial,
-                                           rhos=(0.1, 0.2, 0.3, 0.4, 0.5, 0.6), horizon=1200.0))
+                                           rhos=(0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7), horizon=1200.0))
                 pred = fit.predict(0.99, 40.0, interval=0.9)
                 mean = fit.predict_mean(40.0, interval=0.9)
             assert pred.low <= pred.estimate <= pred.high
