@@ -211,7 +211,7 @@ def test_prediction_intervals_cover_the_truth():
     seven windows of 20 minutes at utilisation 0.1-0.7, issue 15's day): the 90 % intervals of the
     p99 and of the mean at utilisation 0.8 cover the exact values in at least 85 % of them.
     Measured: 40 of 40 for both, median width of the p99's 14 % (PS) and 18 % (FCFS) of the value
-    (11-13 % over 0.1-0.6, before the busiest windows' tail joined the model error).  The interval is the fit's parameter uncertainty
+    (12 % and 14 % with the same code over 0.1-0.6).  The interval is the fit's parameter uncertainty
     (window-clustered sandwich), mixed over the candidate models by their Akaike weights, with the
     fit's own miss of its data as a model error.  Without that model error the p99 intervals
     covered 95 % (PS) and 85 % (FCFS), 8 % wide, and the mean's 33 of 40; with the Fisher
