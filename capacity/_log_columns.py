@@ -78,9 +78,11 @@ def _duration_scale(column: str, unit: str | None, role: str) -> float:
         return scale
     if base in _SECONDS_NAMES:
         return 1.0
+    # The command line states the duration's unit only (--duration-unit); an upstream column is renamed.
+    cli = "; on the command line --duration-unit ms" if role == "duration" else ""
     raise ValueError(f"the {role} column {str(column)!r} has no unit in its name, and its unit is not "
-                     f"guessed: state it ({role}_unit='ms', 's', 'us' or 'ns'; on the command line "
-                     f"--{role}-unit ms) or name the column with its unit ({base}_ms, {base}_s)")
+                     f"guessed: state it ({role}_unit='ms', 's', 'us' or 'ns'{cli}) or name the column "
+                     f"with its unit ({base}_ms, {base}_s)")
 
 
 @dataclass

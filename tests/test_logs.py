@@ -349,6 +349,10 @@ def test_requests_units_from_suffix_and_argument():
     # ... whatever its values: 0.025 is 25 ms as plausibly as 25 us.
     with pytest.raises(ValueError, match="has no unit in its name"):
         read_requests(io.StringIO("time,latency\n1,0.025\n"))
+    # An upstream column without a unit too (its message names no CLI flag: there is none for it).
+    with pytest.raises(ValueError, match=r"upstream column 'backend_time' has no unit.*upstream_unit='ms'") as err:
+        read_requests(io.StringIO("time,duration_ms,backend_time\n1,25,20\n"))
+    assert "--duration-unit" not in str(err.value)
     # nginx's $request_time is seconds by its format's definition, so that name is read as seconds.
     assert read_requests(io.StringIO("time,request_time\n1,0.025\n"))["duration"].item() == 0.025
     # ... and a median above a minute under that name is said, not silently taken as seconds.

@@ -135,8 +135,8 @@ examples:
 
 Percentiles are pQ=TIME pairs (p50, p99, p99.9; 0.999=2s also works; p999 is ambiguous and
 refused). What is not given -- discipline, CPU-time family, delay -- is chosen from the data
-(every candidate fitted and compared by QAIC; the table lists the runner-up, --json every
-candidate); --discipline, --family and --delay hold any of them.
+(every candidate fitted and compared by QAIC; the table lists the best five, --json every
+one); --discipline, --family and --delay hold any of them.
 """
 
 
