@@ -207,6 +207,8 @@ def _rows(h: DayHandler, fits: dict, notes: dict, measured: list[dict]) -> tuple
                 "handler": h.name, "path": h.path, "histogram": source, **m,
                 "chosen": f"{fit.discipline} {fit.family}" + ("" if fit.delay_ is None else " + delay"),
                 "cpu_per_request_ms": 1e3 * fit.cpu_per_request_, "scv": fit.scv_,
+                # The fit's own miss in the day's busiest windows' tail (below zero: too light).
+                "busy_tail_miss": float(fit.fit_quality_.get("busy_tail_log_time_miss", math.nan)),
                 "peak_cpu_per_request_ms": 1e3 * m["measured_util"] / m["rate"],
                 "pred_p99_at_util_ms": 1e3 * at_util, "p99_error_at_util": at_util / meas_p99 - 1,
                 "pred_p99_ms": 1e3 * p99.estimate,
@@ -478,8 +480,8 @@ def _markdown(rows: list[dict], crossings: list[dict]) -> str:
         return f"{100 * x:+.0f} %".replace("-", "\u2212")
 
     lines = ["| handler | histogram | chosen | util | p99 ms | p99 90 % interval | runs' p99 90 % "
-             "| mean ms | CPU/request ms, day \u2192 peak | p99 at the peak's util |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "| mean ms | CPU/request ms, day \u2192 peak | p99 at the peak's util | busiest windows' tail |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         covered = "\u2713" if r["p99_covered"] else "\u2717"
         overlap = "\u2713" if r["p99_consistent"] else "\u2717"
@@ -491,7 +493,8 @@ def _markdown(rows: list[dict], crossings: list[dict]) -> str:
                if math.isfinite(r["p99_run_low_ms"]) else "| one run ")
             + f"| {r['mean_ms']:.1f} \u2192 {r['pred_mean_ms']:.1f} ({pct(r['mean_error'])}) "
             f"| {r['cpu_per_request_ms']:.2f} \u2192 {r['peak_cpu_per_request_ms']:.2f} "
-            f"| {pct(r['p99_error_at_util'])} |")
+            f"| {pct(r['p99_error_at_util'])} "
+            + (f"| {pct(r['busy_tail_miss'])} |" if math.isfinite(r.get("busy_tail_miss", math.nan)) else "| - |"))
     lines += ["", "| handler | histogram | threshold ms | measured util | predicted util (90 %) | error |",
               "|---|---|---|---|---|---|"]
     for c in crossings:
