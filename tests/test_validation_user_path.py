@@ -338,3 +338,22 @@ def test_the_real_loop_runs_as_its_round_robin_model_at_the_peaks_own_cpu():
             p99_errors.append(1e3 * p99 / r["p99_ms"] - 1)
             assert abs(p99_errors[-1]) < 0.26, (day, r["target_util"], 1e3 * p99, r["p99_ms"])
     assert len(p99_errors) == 8 and abs(np.mean(p99_errors)) < 0.06, p99_errors
+
+
+def test_a_fifth_setimmediate_day_says_where_its_proxy_fit_is_low(tmp_path):
+    """The seed-7 day of 2026-12-06 (validation/runs/2026-12-06e-user-path-immediate-seed7), measured
+    after the fits began to judge the busiest windows' tail, nothing developed against it.  The
+    proxy's FCFS fit (gamma CPU and a delay) misses that tail by -43 % and says so; its p99s at the
+    peaks are 22 % and 18 % low, and its intervals, carrying the miss, hold both.  In-process rr
+    over-predicts (+17 % and +30 %) and its intervals hold both too.  As validation/README.md has
+    them; a change may raise these counts but not lower them without saying so there."""
+    summary = _rescored(tmp_path, "2026-12-06e-user-path-immediate-seed7", 4)
+    text = (tmp_path / "run" / "user_path.txt").read_text()
+    proxy_text = text.split("-- from the proxy", 1)[1]
+    assert "in its busiest windows" in proxy_text and "faster than observed" in proxy_text, proxy_text[-2000:]
+    for where in ("proxy", "in_process"):
+        assert summary["met"][where]["p99_covered"] >= 2, summary["met"]
+    for row in summary["rows"]:
+        assert row["runs"] == 5, row
+        if row["histogram"] == "proxy":
+            assert row["busy_tail_miss"] < -0.10 and row["p99_error"] < 0, row
