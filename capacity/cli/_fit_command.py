@@ -19,7 +19,7 @@ def _read_log(args: argparse.Namespace):
     fmt = args.format or ("csv" if args.log.lower().endswith(_CSV_SUFFIXES) else "nginx")
     if args.log_format is not None and fmt != "nginx":
         raise _UsageError("argument --log-format: applies to nginx logs only (--format nginx)")
-    unit = getattr(args, "duration_unit", None)
+    unit = args.duration_unit
     if unit is not None and fmt == "nginx":
         raise _UsageError("argument --duration-unit: applies to CSV/Parquet logs (nginx's $request_time is "
                           "seconds)")

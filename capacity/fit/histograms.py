@@ -736,11 +736,11 @@ def _result(bm: _BucketModel, data: _Windows, opts, theta, sol, lo_b, hi_b, mean
         "deviance": np.bincount(data.window, weights=sol["fun"] ** 2, minlength=data.size)})
     res.windows_.index.name = "window"
     res._add_table("windows", res.windows_)
-    miss = _horizontal_miss(bm, data, theta, obs_cum, total)
+    miss, taken = _horizontal_miss(bm, data, theta, obs_cum, total)
     rms_miss = float(np.sqrt(np.mean(miss ** 2))) if miss.size else math.nan
     res._set_quality("rms_log_time_miss", rms_miss)
     res._set_quality("max_log_time_miss", float(np.max(np.abs(miss))) if miss.size else math.nan)
-    busy_miss, busy_lo, busy_hi = _busy_tail_miss(bm, data, theta, obs_cum, total)
+    busy_miss, busy_lo, busy_hi = _busy_tail_miss(miss, taken, data, obs_cum, total)
     res._set_quality("busy_tail_log_time_miss", busy_miss)
     res._set_quality("dispersion", g / df if df > 0 else math.nan)
     res._set_quality("deviance", g)
@@ -788,19 +788,17 @@ def _result(bm: _BucketModel, data: _Windows, opts, theta, sol, lo_b, hi_b, mean
 
 
 def _horizontal_miss(bm: _BucketModel, data: _Windows, theta: np.ndarray, obs_cum: np.ndarray,
-                     total: np.ndarray, only: np.ndarray | None = None) -> np.ndarray:
+                     total: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``log(t_model(q_obs) / b)`` at each finite bound b whose observed share q_obs has at least
-    ``_MIN_TAIL_COUNT`` requests on each side (and, given ``only``, a flat mask over the buckets,
-    where it is True): how far, in log time, the model's distribution passes from each observed
-    point of the empirical one.  Unlike the G statistic it does not grow with the number of
-    requests, so it can be held against the models' stated accuracy."""
+    ``_MIN_TAIL_COUNT`` requests on each side: how far, in log time, the model's distribution
+    passes from each observed point of the empirical one.  Unlike the G statistic it does not
+    grow with the number of requests, so it can be held against the models' stated accuracy.
+    Returns the misses and the flat mask of the buckets they were taken at."""
     finite = np.isfinite(data.upper)
     below = obs_cum / total
     keep = finite & (obs_cum >= _MIN_TAIL_COUNT) & (total - obs_cum >= _MIN_TAIL_COUNT)
-    if only is not None:
-        keep &= only
     if not keep.any():
-        return np.zeros(0)
+        return np.zeros(0), keep
     params = bm.unpack(theta[None, :])
     nodes = bm.log_t(params)[0][data.window[keep]]               # (B, L)
     z = np.log(-np.log1p(-below[keep]))
@@ -809,12 +807,13 @@ def _horizontal_miss(bm: _BucketModel, data: _Windows, theta: np.ndarray, obs_cu
     slope = (nodes[rows, j + 1] - nodes[rows, j]) / (_Z[j + 1] - _Z[j])
     log_t = nodes[rows, j] + slope * (z - _Z[j])
     delay = float(params["delay"][0]) if "delay" in params else 0.0
-    return np.log(np.exp(log_t) + delay) - np.log(data.upper[keep])
+    return np.log(np.exp(log_t) + delay) - np.log(data.upper[keep]), keep
 
 
-def _busy_tail_miss(bm: _BucketModel, data: _Windows, theta: np.ndarray, obs_cum: np.ndarray,
+def _busy_tail_miss(miss: np.ndarray, taken: np.ndarray, data: _Windows, obs_cum: np.ndarray,
                     total: np.ndarray) -> tuple[float, float, float]:
-    """The model's mean miss in log time (:func:`_horizontal_miss`, signed: below zero the model is
+    """The model's mean miss in log time (``miss`` at the buckets ``taken``, from
+    :func:`_horizontal_miss`; signed: below zero the model is
     faster than observed) over the slowest tenth of the requests (bounds whose observed share
     below is at least :data:`_BUSY_TAIL_LEVEL`) of the busiest windows (arrival rate at or above
     the upper quartile of the windows'), with those windows' lowest and highest rate; NaN with
@@ -829,10 +828,10 @@ def _busy_tail_miss(bm: _BucketModel, data: _Windows, theta: np.ndarray, obs_cum
         return math.nan, math.nan, math.nan
     busy = data.lam >= np.quantile(data.lam, 0.75)
     tail = (obs_cum / total) >= _BUSY_TAIL_LEVEL
-    miss = _horizontal_miss(bm, data, theta, obs_cum, total, only=busy[data.window] & tail)
-    if miss.size < 2:
+    chosen = (busy[data.window] & tail)[taken]
+    if chosen.sum() < 2:
         return math.nan, math.nan, math.nan
-    return float(np.mean(miss)), float(np.min(data.lam[busy])), float(np.max(data.lam[busy]))
+    return float(np.mean(miss[chosen])), float(np.min(data.lam[busy])), float(np.max(data.lam[busy]))
 
 
 class _PredictionSpace:
