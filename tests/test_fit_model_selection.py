@@ -230,3 +230,26 @@ def test_a_multi_core_event_loop_ceiling_names_the_node_cluster_reading():
     one = _quiet({q: float(ps.response_quantile(q, 30.0, svc)) for q in QS}, 30.0, discipline="ps",
                  family="exponential", delay=None)
     assert "Node.js" not in str(pool.ceiling({0.99: 0.2})) and "Node.js" not in str(one.ceiling({0.99: 0.2}))
+
+
+def test_a_candidate_on_the_edge_of_its_model_does_not_win():
+    # The exact M/H2/1-PS quantiles of a CPU time with scv 60, beyond the scv any family's PS
+    # computation reaches (lognormal to 20 here, gamma to 11.7): the PS lognormal fit runs to its
+    # bound and, truncated there, still has the smallest QAIC (by 0.28 before this rule).  A
+    # truncation is not a fitted model; it is ranked after the candidates fitted inside their range.
+    q = np.array(QS)
+    t = ps.response_quantile(q, 50.0, Service.hyperexponential(0.01, 60.0))
+    data = dict(zip(QS, t.tolist()))
+    edge = _quiet(data, arrival_rate=50.0, discipline="ps", family="lognormal")
+    assert edge._at_an_edge() == ["log_scv"] and edge.scv_ == pytest.approx(20.0, rel=1e-3)
+    best = _quiet(data, arrival_rate=50.0)
+    table = best.candidates_
+    assert best._at_an_edge() == [] and table.loc[0, "at_an_edge"] == ""
+    on_edge = table["at_an_edge"] != ""
+    assert on_edge.sum() >= 2 and (table.loc[on_edge, "weight"] == 0).all()
+    assert table["weight"].sum() == pytest.approx(1.0)
+    # every candidate fitted inside its range is ranked before every truncated one
+    assert list(on_edge) == sorted(on_edge)
+    ps_lognormal = table[(table["discipline"] == "ps") & (table["family"] == "lognormal") & (table["delay"] == "none")]
+    assert ps_lognormal["delta_qaic"].iloc[0] < 0       # it did fit better, and is said to
+    assert "set aside because an estimate sits on the edge" in best.method

@@ -279,8 +279,9 @@ def _candidate_lines(chosen: list[dict], shown: int = 5) -> list[str]:
     lines = ["", f"  {'discipline':<11}{'family':<18}{'delay':<10}{'CPU':>9}{'scv':>8}{'dQAIC':>8}{'weight':>8}"
                  f"{what:>14}"]
     for c in chosen[:shown]:
+        edge = f"  ({c['at_an_edge']} on its bound: set aside)" if c["at_an_edge"] else ""
         lines.append(f"  {c['discipline']:<11}{c['family']:<18}{str(c['delay']):<10}{_ms(c['cpu_per_request_s']):>9}"
-                     f"{c['scv']:>8.3g}{c['delta_qaic']:>8.1f}{c['weight']:>8.2f}{100 * c[miss]:>13.1f}%")
+                     f"{c['scv']:>8.3g}{c['delta_qaic']:>8.1f}{c['weight']:>8.2f}{100 * c[miss]:>13.1f}%{edge}")
     if len(chosen) > shown:
         lines.append(f"  ({len(chosen) - shown} more in --json)")
     return lines
@@ -294,7 +295,7 @@ def _candidates(fit) -> list | None:
     return [{"discipline": r["discipline"], "family": r["family"], "delay": r["delay"],
              "cpu_per_request_s": float(r["cpu_per_request"]), "scv": float(r["scv"]),
              "delta_qaic": float(r["delta_qaic"]), "weight": float(r["weight"]),
-             miss: float(r[miss])} for _, r in table.iterrows()]
+             "at_an_edge": r["at_an_edge"], miss: float(r[miss])} for _, r in table.iterrows()]
 
 
 def _fit_ceiling(args: argparse.Namespace, fit) -> dict | str | None:

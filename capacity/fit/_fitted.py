@@ -297,6 +297,25 @@ class PercentileFit(FitResult):
                                               unit, note)
         self.method += "; profile-likelihood intervals for parameters on their search bounds"
 
+    def _at_an_edge(self) -> list[str]:
+        """The parameters whose estimate is an edge of what the model can compute rather than a
+        fitted value: the scv on its upper search bound (the end of a shipped table or of the
+        family's domain), the CPU per request on either bound (utilisation 0.999 at the busiest
+        load, or nothing), a constant delay on its upper bound (the whole of the smallest
+        latency).  A lower scv bound (nearly constant CPU) and no delay are legitimate answers."""
+        space, theta = getattr(self, "_space", None), getattr(self, "_theta", None)
+        if space is None or theta is None or not np.size(theta):
+            return []
+        from ._bound_profile import on_bound
+
+        lo, hi = np.asarray(space.lo, dtype=float), np.asarray(space.hi, dtype=float)
+        edge = []
+        for i in on_bound(np.asarray(theta, dtype=float), lo, hi):
+            name, upper = space.names[i], theta[i] - lo[i] > hi[i] - theta[i]
+            if name == "log_mean" or (upper and name in ("log_scv", "delay")):
+                edge.append(name)
+        return edge
+
     def _profiles_on_bounds(self) -> list:
         """Profiles of the parameters on a search bound (:mod:`capacity.fit._bound_profile`),
         computed once; empty for fits that keep no residual function (no covariance) or whose

@@ -61,13 +61,26 @@ def select(fits: list, candidates: list[tuple], deviance: np.ndarray, free: np.n
     statistic of bucket counts, or the chi-square ``r^T Sigma^-1 r`` of log percentiles.
     ``candidates_`` lists every candidate with ``delta_qaic`` and its Akaike weight
     ``exp(-delta / 2)`` normalised; ``_candidate_fits`` holds (fit, weight) for the intervals.
+
+    A candidate with an estimate on an edge of its search range (``at_an_edge``: see
+    ``_at_an_edge`` of the fits) is ranked after those without and has weight 0: its optimum lies
+    beyond what its model can compute, so its fit is a truncation (its ``delta_qaic`` may be
+    negative).  The runner-up warning compares candidates with weight.
     """
     import pandas as pd
 
     qaic, c_hat = qaic_scores(deviance, free, dof)
     free = np.asarray(free, dtype=float)
-    delta = qaic - qaic.min()
-    weight = np.exp(-0.5 * delta)
+    # A candidate whose estimate sits on an edge of what its model can compute (an scv at the end
+    # of the shipped table, say) is a truncated model, not a fitted one: its likelihood still rises
+    # beyond the edge, and its predictions are those of an arbitrary point.  It is ranked after
+    # every candidate that fitted inside its range and carries no weight -- unless none did.
+    edge = [f._at_an_edge() for f in fits]
+    inside = np.array([not e for e in edge])
+    if not inside.any():
+        inside[:] = True
+    delta = qaic - qaic[inside].min()
+    weight = np.where(inside, np.exp(-0.5 * np.where(inside, delta, 0.0)), 0.0)
     weight /= weight.sum()
     table = pd.DataFrame({
         "discipline": [c[0] for c in candidates], "family": [c[1] for c in candidates],
@@ -75,8 +88,8 @@ def select(fits: list, candidates: list[tuple], deviance: np.ndarray, free: np.n
         "slices": [np.nan if f.slices_ is None else f.slices_ for f in fits],
         "cpu_per_request": [f.cpu_per_request_ for f in fits], "scv": [f.scv_ for f in fits],
         "free_parameters": free.astype(int), "deviance": deviance, "qaic": qaic, "delta_qaic": delta,
-        "weight": weight, miss_name: list(miss)})
-    order = np.argsort(qaic, kind="stable")
+        "weight": weight, "at_an_edge": [", ".join(e) for e in edge], miss_name: list(miss)})
+    order = np.lexsort((qaic, ~inside))
     table = table.iloc[order].reset_index(drop=True)
     table.index.name = "rank"
     best = fits[int(order[0])]
@@ -88,8 +101,16 @@ def select(fits: list, candidates: list[tuple], deviance: np.ndarray, free: np.n
     # by a delay nests the chosen model (a delay that lowers the deviance little costs its 2 QAIC
     # points and nothing else), and it is in the table.
     chosen = (table.loc[0, "discipline"], table.loc[0, "family"])
-    rival = [i for i in range(1, len(table)) if (table.loc[i, "discipline"], table.loc[i, "family"]) != chosen]
+    rival = [i for i in range(1, len(table)) if (table.loc[i, "discipline"], table.loc[i, "family"]) != chosen
+             and not table.loc[i, "at_an_edge"]]
     runner = table.iloc[rival[0] if rival else 1]
+    passed = table[table["delta_qaic"] < 0]
+    if len(passed):
+        first = passed.iloc[0]
+        best.method += (f"; {len(passed)} candidate(s) with a smaller QAIC set aside because an estimate "
+                        f"sits on the edge of what the model can compute (best: {first['discipline']}, "
+                        f"{first['family']}, delay {first['delay']}, {first['at_an_edge']} on its bound, "
+                        f"delta QAIC {first['delta_qaic']:.1f})")
     best._set_quality("delta_qaic_runner_up", float(runner["delta_qaic"]))
     best.method += (f"; model chosen by QAIC among {len(fits)} candidates (runner-up: "
                     f"{runner['discipline']}, {runner['family']}, delay {runner['delay']}, "
