@@ -17,7 +17,8 @@ evaluation of the queue model each (a fit takes tens of them): PS with gamma and
 hyperexponential CPU; and one from_utilization fit of 20,000 windows with 1000 bootstrap
 resamples (Huber).
 
-"Fast for every law" (issue 14): deterministic CPU under PS and rr (the M/D/1-PS table,
+"Fast for every law" (issue 14): lognormal and gamma CPU under PS on 4 and 8 cores (the M/G/c-PS
+tables), deterministic CPU under PS and rr (the M/D/1-PS table,
 capacity._ps_deterministic_table) and heavy-tailed gamma under PS (computed directly above scv
 5.5 until the PS table's heavy-tail piece is shipped), hyperexponential CPU under rr (its PS half
 from the phase-type PS table): a whole fit, a forward evaluation and the GC what-if with a timeout,
@@ -185,7 +186,18 @@ def every_law() -> None:
     h2 = Service.hyperexponential(MEAN, 4.0)
     h2_obs = [{"percentiles": dict(zip(Q.tolist(), rr.response_quantile(Q, r, h2, slices=5))), "arrival_rate": r}
               for r in (0.5 * lam, lam, 1.5 * lam)]
+    # M/G/c-PS (capacity._ps_many_cores) from the tables of capacity._quantile_table.PS_MANY_CORES
+    ln4 = Service.lognormal(MEAN, 2.0)
+    four = dict(zip(Q.tolist(), ps.response_quantile(Q, 4 * LAM, ln4, servers=4)))
+    eight = [{"percentiles": dict(zip(Q.tolist(), ps.response_quantile(Q, r, Service.gamma(MEAN, 0.5), servers=8))),
+              "arrival_rate": r} for r in (4 * LAM, 8 * LAM, 12 * LAM)]
     cases = [
+        ("PS lognormal fit, 4 cores",
+         lambda: from_percentiles(four, 4 * LAM, servers=4, discipline="ps", family="lognormal", delay=None), 3),
+        ("PS gamma fit, 4 cores",
+         lambda: from_percentiles(four, 4 * LAM, servers=4, discipline="ps", family="gamma", delay=None), 3),
+        ("PS gamma fit, 8 cores, 3 loads",
+         lambda: from_percentiles(eight, servers=8, discipline="ps", family="gamma", delay=None), 3),
         ("PS deterministic fit, 2 loads",
          lambda: from_percentiles(ps_obs, discipline="ps", family="deterministic", delay=None), 3),
         ("rr deterministic fit, 2 loads",

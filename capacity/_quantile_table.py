@@ -34,7 +34,9 @@ iterations).  Interpolation errors against the direct computation, between the n
 measured by ``python tools/build_quantile_tables.py --check`` and quoted where each table is
 used.
 
-Outside the grid (several cores, ``rho > 0.999``, scv or q beyond the ranges) the callers
+PS on 2, 4, 8 and 16 cores has a table of its own per core count (:data:`PS_MANY_CORES`, the same
+coordinates; :class:`Coverage` picks each point's).  Outside the grids (other core counts,
+``rho > 0.999``, scv or q beyond the ranges) the callers
 compute the point directly; :class:`Coverage` says which points of a batch a table answers.
 A family is answered from a table exactly when the shipped file holds it, so the PS file holds
 only laws without an exact phase-type computation (this release: lognormal from scv 0.57 and gamma
@@ -125,6 +127,20 @@ PS_HEAVY_TAIL = "ps_heavy_tail"
 PS_HEAVY_TAIL_SCV = {"gamma": np.geomspace(0.04, 25.0 * (25.0 / 0.04) ** (2 / 17), 20)[12:]}
 #: The highest scv the heavy-tail piece answers (its fourth node).
 PS_HEAVY_TAIL_ANSWERS_TO = float(PS_HEAVY_TAIL_SCV["gamma"][3])
+#: Processor sharing on c > 1 cores (M/G/c-PS, the approximation of :mod:`capacity._ps_many_cores`:
+#: the tagged request's own CPU law exact, the others leaving as if theirs were exponential),
+#: tabulated for lognormal and gamma CPU at the core counts a service most often runs on, one file
+#: each (``tools/build_quantile_tables.py ps_c4 lognormal gamma``): the direct computation costs
+#: 0.1-0.7 s per load (4-14 s above utilisation 0.99), so a fit of tens of evaluations took 4-20 s.
+#: Other core counts are computed directly.
+PS_MANY_CORES = {c: f"ps_c{c}" for c in (2, 4, 8, 16)}
+#: Their utilisations: :data:`RHO` up to 0.991 (above it, where the direct computation needs
+#: 10^3-10^4 states, computed directly).
+PS_MANY_CORES_RHO = RHO[:27]
+#: Their scv nodes: the main grid, gamma up to 8.0 (at 11.7 the build's time grid stepped over the
+#: fall of P(T > t) at utilisation 0.75-0.92, as on one core, where the heavy-tail piece needed a
+#: finer one; above 8 the M/G/c-PS gamma is computed directly).
+PS_MANY_CORES_SCV = {"lognormal": SCV["lognormal"], "gamma": SCV["gamma"][:15]}
 FOLDER = pathlib.Path(__file__).resolve().parent / "tables"
 # Set by tools/build_quantile_tables.py so that a rebuild computes every point directly.
 disabled = False
@@ -220,7 +236,8 @@ def covered(discipline: str, family: str, rho: np.ndarray, scv: np.ndarray) -> n
     if family not in families(discipline):
         return np.zeros(np.shape(rho), dtype=bool)
     lo, hi = scv_range(discipline, family)
-    return ((rho >= 0) & (rho <= RHO[-1] * (1 + _SLACK))
+    top = min(float(p.rho[-1]) for p in _interpolators(discipline)[family])
+    return ((rho >= 0) & (rho <= top * (1 + _SLACK))
             & (scv >= lo * (1 - _SLACK)) & (scv <= hi * (1 + _SLACK)))
 
 
@@ -327,7 +344,8 @@ class Coverage:
     """Which points of a broadcast batch of queue inputs a table answers.
 
     ``mask`` is None when none can be (a family without a table); otherwise flat arrays over
-    the batch: ``mask`` (stable, one core, inside the table), ``stable``, ``rho``, ``scv``,
+    the batch: ``mask`` (stable, one core -- or for PS a core count of :data:`PS_MANY_CORES` --,
+    inside the table), ``stable``, ``rho``, ``scv``,
     ``mean``; :meth:`subset` gives the queue inputs of chosen points, to compute directly.
     """
 
@@ -342,7 +360,38 @@ class Coverage:
         self.rho, self.lam = flat(inp.utilization), flat(inp.arrival_rate)
         self.scv, self.mean = flat(svc._params["scv"]), flat(svc._params["mean"])
         self.servers = np.broadcast_to(inp.servers, shape).ravel()
-        self.mask = self.stable & (self.servers == 1) & covered(discipline, self.family, self.rho, self.scv)
+        # The table of each point: the discipline's own on one core; for PS on c cores the M/G/c-PS
+        # table of that c where one is shipped (PS_MANY_CORES).
+        self._tables = {1: discipline}
+        if discipline == "ps":
+            self._tables.update({c: name for c, name in PS_MANY_CORES.items()
+                                 if self.family in families(name) and (self.servers == c).any()})
+        self.mask = np.zeros(self.size, dtype=bool)
+        for c, name in self._tables.items():
+            on = self.stable & (self.servers == c)
+            if on.any():
+                self.mask[on] = covered(name, self.family, self.rho[on], self.scv[on])
+
+    def _by_table(self, rows: np.ndarray, read) -> np.ndarray:
+        """``read(table, picked)`` on the points ``rows`` (a mask) of each table, gathered; one call
+        per core count, not per point."""
+        out = np.full(int(np.count_nonzero(rows)), np.nan)
+        servers = self.servers[rows]
+        for c, name in self._tables.items():
+            picked = servers == c
+            if picked.any():
+                out[picked] = read(name, np.flatnonzero(rows)[picked], picked)
+        return out
+
+    def quantile(self, q: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """``t_q`` in seconds at the covered points ``rows`` (a mask; ``q`` over those points)."""
+        return self._by_table(rows, lambda name, idx, picked: self.mean[idx] * quantile(
+            name, self.family, q[picked], self.rho[idx], self.scv[idx]))
+
+    def sf(self, t: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """``P(T > t)`` at the covered points ``rows`` (a mask; ``t`` in seconds over those points)."""
+        return self._by_table(rows, lambda name, idx, picked: sf(
+            name, self.family, t[picked] / self.mean[idx], self.rho[idx], self.scv[idx]))
 
     def service(self, rows: np.ndarray):
         """The CPU-time law of the chosen points (a broadcast :class:`~capacity.distributions.Service`)."""
@@ -404,7 +453,7 @@ def _tabled(discipline: str, q, arrival_rate, service, servers):
     out = np.where(cov.stable, np.nan, np.inf)
     qf = np.broadcast_to(qq, shape).ravel()
     if m.any():
-        out[m] = cov.mean[m] * quantile(discipline, cov.family, qf[m], cov.rho[m], cov.scv[m])
+        out[m] = cov.quantile(qf[m], m)
     if discipline == "fcfs":
         lo = scv_range("fcfs", cov.family)[0]
         below = (cov.stable & (cov.servers == 1) & (cov.rho <= RHO[-1] * (1 + _SLACK))

@@ -506,9 +506,8 @@ def response_sf(t: ArrayLike, arrival_rate: ArrayLike, service: Service | ArrayL
     else:
         flat = np.ones(table.size)
         tf = tb.ravel()
-        t_unit = tf[table.mask] / table.mean[table.mask]
         m = table.mask
-        flat[m] = _table.sf("ps", table.family, t_unit, table.rho[m], table.scv[m])
+        flat[m] = table.sf(tf[m], m)
         # PS never beats the CPU time (T >= S path by path): between its nodes the spline can dip
         # ~0.1 % below the service's own law at light load, where T -> S.
         flat[m] = np.maximum(flat[m], table.service(m).sf(tf[m]))   # NaN (off the levels) stays NaN
@@ -618,6 +617,29 @@ def response_quantile(q: ArrayLike, arrival_rate: ArrayLike, service: Service | 
     slowdown less persistent than it is) and deterministic p99.9 at c 16,
     rho 0.6 (-8.4 %).  With many cores at light load nobody shares and the
     quantiles are the service's own, exactly.
+
+    **Lognormal and gamma on 2, 4, 8 and 16 cores come from shipped tables** of that
+    computation (:data:`capacity._quantile_table.PS_MANY_CORES`: 27 utilisations from 0.001 to
+    0.991 x scv nodes from 0.04, to 25 for lognormal and 8.0 for gamma x 40 levels; 0.1-0.7 s per
+    load directly, 4-14 s above utilisation 0.99, so a fit on 4 cores took 4-20 s).  Against the
+    direct computation midway between the nodes (``tools/build_quantile_tables.py --check ps_c2``
+    etc., every other cell, p50 / p90 / p99 / p99.9)::
+
+        c   lognormal (117 points)      gamma (91 points)          gamma but scv 0.1
+        2   0.9 / 1.8 / 1.5 / 2.0 %     1.7 / 1.8 / 3.3 / 4.8 %    0.4 / 0.2 / 0.4 / 0.9 %
+        4   1.5 / 2.4 / 1.9 / 2.1 %     1.6 / 2.3 / 3.4 / 4.9 %    0.6 / 0.2 / 0.4 / 0.8 %
+        8   1.7 / 2.5 / 2.5 / 2.2 %     1.5 / 2.3 / 4.2 / 5.5 %    0.9 / 0.2 / 0.3 / 1.1 %
+        16  2.1 / 3.2 / 2.6 / 2.7 %     1.4 / 2.8 / 4.9 / 5.6 %    1.1 / 0.3 / 0.7 / 1.5 %
+
+    with medians of 1e-5 to 4e-4.  The largest differences are where the direct computation jumps
+    between nearby scv values as its phase-type fit changes structure (lognormal near scv 1: at
+    c 16, rho 0.79 its p90 falls from 2.209 to 2.188 as the scv rises from 0.9 to 1.1, then leaps
+    to 2.349 at 1.21, where the table rises smoothly from 2.235 to 2.316; gamma near 0.1), and
+    there the table is the better of the two: gamma scv 0.103, c 4, rho 0.79
+    against exact PS simulation (3e6 requests), table -0.5 / -0.2 / -0.6 / -1.3 %, direct
+    -0.2 / -1.3 / -3.5 / -5.6 % (99 % half-widths 0.4 / 1.1 / 2.3 / 5.0 %;
+    ``tests/test_quantile_table.py``).  Other core counts, utilisation above 0.991 and scv outside
+    the nodes are computed directly.
 
     The deterministic row was measured on the former Erlang-pair path; the extra-delay path
     that replaced it (:func:`response_sf`; 5-9x faster, and exact for the chain to 0.6 %) against
@@ -764,7 +786,7 @@ def response_quantile(q: ArrayLike, arrival_rate: ArrayLike, service: Service | 
         qf = qb.ravel()
         flat = np.full(table.size, np.inf)
         m = table.mask
-        flat[m] = table.mean[m] * _table.quantile("ps", table.family, qf[m], table.rho[m], table.scv[m])
+        flat[m] = table.quantile(qf[m], m)
         # Never below the service's own quantile (T >= S; see response_sf); NaN (a level off the
         # table) stays NaN and is computed directly below.
         flat[m] = np.maximum(flat[m], table.service(m).ppf(qf[m]))

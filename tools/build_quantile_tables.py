@@ -10,6 +10,7 @@ Usage (from the repository root)::
     python tools/build_quantile_tables.py ps_phase_type hyperexponential  # ~3 min; for the fits
     python tools/build_quantile_tables.py ps_heavy_tail gamma           # gamma scv 3.8-53 for capacity.ps
     python tools/build_quantile_tables.py ps_deterministic              # M/D/1-PS (atom exact), ~3 min
+    python tools/build_quantile_tables.py ps_c4 lognormal gamma         # M/G/4-PS, ~12 min of CPU
 
 Each family is computed into ``build/<discipline>_tables/<family>_<i>.npz`` (one file per scv
 value, so an interrupted build resumes), then the families named are assembled into the
@@ -117,9 +118,11 @@ def _t_grid(lo: np.ndarray, hi: np.ndarray, tail: int) -> np.ndarray:
     return t
 
 
-def one_scv(family: str, scv: float, z: np.ndarray = Z, tail: int = 0) -> np.ndarray:
-    """log((1 - rho) t_q) for every rho of RHO (rows) and level of ``z`` (columns); ``tail``
-    extra times in the tail (:func:`_t_grid`)."""
+def one_scv(family: str, scv: float, z: np.ndarray = Z, tail: int = 0, servers: int = 1) -> np.ndarray:
+    """log((1 - rho) t_q) for every rho of RHO (rows; on ``servers`` cores, the rows of
+    :data:`table_mod.PS_MANY_CORES_RHO`) and level of ``z`` (columns); ``tail`` extra times in
+    the tail (:func:`_t_grid`)."""
+    RHO = table_mod.RHO if servers == 1 else table_mod.PS_MANY_CORES_RHO  # noqa: N806
     svc = getattr(Service, family)(1.0, scv)
     et = 1.0 / (1.0 - RHO)                                     # E[T] with E[S] = 1
     # The hyper-Erlang fit of a low-scv law has a heavier lower tail than the law itself.
@@ -130,12 +133,19 @@ def one_scv(family: str, scv: float, z: np.ndarray = Z, tail: int = 0) -> np.nda
         lo = np.maximum(lo, 1e-9)
     hi = np.maximum(float(svc.ppf(1.0 - 1e-9)) * et, 200.0 * et)
     out = np.full((RHO.size, z.size), np.nan)
-    raw_t = np.empty((RHO.size, T_POINTS + tail))
-    raw_sf = np.empty((RHO.size, T_POINTS + tail))
+    width = T_POINTS + tail + (z.size if servers > 1 else 0)
+    raw_t = np.empty((RHO.size, width))
+    raw_sf = np.empty((RHO.size, width))
     todo = np.arange(RHO.size)
     for _ in range(6):
         t = _t_grid(lo[todo], hi[todo], tail)                  # (rows, T)
-        sf = np.asarray(ps.response_sf(t, RHO[todo, None], svc), dtype=float)
+        if servers > 1:
+            # On several cores T = S until a request shares one, and T >= S: the law's own
+            # quantiles at the levels bracket the first one (a nearly constant law's P(T > t) falls
+            # from 0.999 to 0.99 between two log-spaced points).
+            own = np.asarray(svc.ppf(-np.expm1(-np.exp(z))), dtype=float)
+            t = np.sort(np.concatenate([t, np.broadcast_to(own, (t.shape[0], own.size))], axis=1), axis=1)
+        sf = np.asarray(ps.response_sf(t, servers * RHO[todo, None], svc, servers), dtype=float)
         failed = []
         for row, i in enumerate(todo):
             raw_t[i], raw_sf[i] = t[row], sf[row]
@@ -159,8 +169,18 @@ def _scv_grid(discipline: str, family: str) -> np.ndarray:
     """The scv nodes of a family in a discipline's table (the phase-type and heavy-tail PS tables
     have their own)."""
     own = {table_mod.PS_PHASE_TYPE: table_mod.PS_PHASE_TYPE_SCV,
-           table_mod.PS_HEAVY_TAIL: table_mod.PS_HEAVY_TAIL_SCV}
+           table_mod.PS_HEAVY_TAIL: table_mod.PS_HEAVY_TAIL_SCV,
+           **{name: table_mod.PS_MANY_CORES_SCV for name in table_mod.PS_MANY_CORES.values()}}
     return own.get(discipline, SCV)[family]
+
+
+def _servers(discipline: str) -> int:
+    """The core count of a discipline's table (1 but for the M/G/c-PS ones)."""
+    return next((c for c, name in table_mod.PS_MANY_CORES.items() if name == discipline), 1)
+
+
+def _rho_grid(discipline: str) -> np.ndarray:
+    return RHO if _servers(discipline) == 1 else table_mod.PS_MANY_CORES_RHO
 
 
 def _z_grid(discipline: str) -> np.ndarray:
@@ -170,7 +190,7 @@ def _z_grid(discipline: str) -> np.ndarray:
 
 def _relevel(raw_t: np.ndarray, raw_sf: np.ndarray, z: np.ndarray) -> np.ndarray:
     """A PS build file's rows of P(T > t) read at other levels (no recomputation)."""
-    rows = [_levels(raw_t[i], raw_sf[i], RHO[i], Z=z) for i in range(RHO.size)]
+    rows = [_levels(raw_t[i], raw_sf[i], rho, Z=z) for i, rho in enumerate(RHO[:raw_t.shape[0]])]
     if any(r is None for r in rows):
         raise RuntimeError("the saved rows of P(T > t) do not cover these levels: rebuild")
     return np.array(rows)
@@ -199,7 +219,7 @@ def build_family(discipline: str, family: str, layers: range | None = None) -> n
             np.savez(path, table=table)
         else:
             tail = TAIL_POINTS if discipline == table_mod.PS_HEAVY_TAIL else 0
-            table, raw_t, raw_sf = one_scv(family, float(scv), _z_grid(discipline), tail)
+            table, raw_t, raw_sf = one_scv(family, float(scv), _z_grid(discipline), tail, _servers(discipline))
             np.savez(path, table=table, t=raw_t, sf=raw_sf)
         done[j] = table
         print(f"{discipline} {family} scv={scv:.4g}: {time.perf_counter() - t0:.1f} s", flush=True)
@@ -209,6 +229,7 @@ def build_family(discipline: str, family: str, layers: range | None = None) -> n
 def check(discipline: str, family: str, levels=(0.5, 0.9, 0.99, 0.999), step: int = 2) -> None:
     """Table against the direct computation midway between nodes (every ``step``-th cell)."""
     model = ps if discipline.startswith("ps") else fcfs
+    RHO, c = _rho_grid(discipline), _servers(discipline)  # noqa: N806
     lr = np.log(RHO / (1 - RHO))
     with np.load(table_mod.path(discipline)) as data:
         ls = np.log(data[f"scv_{family}"])
@@ -225,7 +246,7 @@ def check(discipline: str, family: str, levels=(0.5, 0.9, 0.99, 0.999), step: in
             scv = float(np.exp(0.5 * (ls[j] + ls[j + 1])))
             pts = np.column_stack([np.full(q.size, np.log(rho / (1 - rho))), np.full(q.size, np.log(scv)), z])
             tab = np.exp(spline(pts) - np.log1p(-rho))
-            ref = np.asarray(model.response_quantile(q, rho, getattr(Service, family)(1.0, scv)), dtype=float)
+            ref = np.asarray(model.response_quantile(q, c * rho, getattr(Service, family)(1.0, scv), c), dtype=float)
             err = tab / ref - 1
             errs.append(np.abs(err))
             worst = np.maximum(worst, np.abs(err))
@@ -344,12 +365,12 @@ def main(discipline: str, families: list[str]) -> None:
         # Families already shipped and not named here are kept as they are (adding gamma to the
         # PS table does not recompute its lognormal part).
         with np.load(out) as old:
-            if np.array_equal(old["rho"], RHO) and np.array_equal(old["z"], _z_grid(discipline)):
+            if np.array_equal(old["rho"], _rho_grid(discipline)) and np.array_equal(old["z"], _z_grid(discipline)):
                 dropped = {f"{p}_{f}" for f in UNTABULATED.get(discipline, ()) for p in ("scv", "log_scaled")}
                 arrays = {k: old[k] for k in old.files if k not in ("rho", "z", *dropped)}
     arrays.update({f"scv_{f}": _scv_grid(discipline, f)[chosen[f].start:chosen[f].stop] for f in tables})
     arrays.update({f"log_scaled_{f}": t.astype(np.float32) for f, t in tables.items()})
-    np.savez_compressed(out, rho=RHO, z=_z_grid(discipline), **arrays)
+    np.savez_compressed(out, rho=_rho_grid(discipline), z=_z_grid(discipline), **arrays)
     kept = sorted({k[len("scv_"):] for k in arrays if k.startswith("scv_")} - set(tables))
     print(f"wrote {out.relative_to(ROOT)} with {', '.join(tables)}" + (f" (kept {', '.join(kept)})" if kept else ""))
 
@@ -363,8 +384,8 @@ if __name__ == "__main__":
     elif args[:1] == ["--check"]:
         for fam in args[2:]:
             check(args[1], fam)
-    elif args and args[0] in (*table_mod.DISCIPLINES, table_mod.PS_PHASE_TYPE, table_mod.PS_HEAVY_TAIL) \
-            and len(args) > 1:
+    elif args and args[0] in (*table_mod.DISCIPLINES, table_mod.PS_PHASE_TYPE, table_mod.PS_HEAVY_TAIL,
+                              *table_mod.PS_MANY_CORES.values()) and len(args) > 1:
         main(args[0], args[1:])
     else:
         sys.exit(__doc__)
