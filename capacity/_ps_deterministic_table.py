@@ -31,13 +31,12 @@ spline solved for the level.
 
 Accuracy
 --------
-Against the direct computation midway between the nodes (1411 cell midpoints: every other
+Against the direct computation midway between the nodes (1371 cell midpoints: every other
 utilisation and level cell, q from the atom to 1 - 1e-6; ``tools/build_quantile_tables.py --check
-ps_deterministic 2``; ``tests/test_ps_deterministic_table.py``; read by the monotone cubics
-below): from utilisation 0.2 up at most 0.82 % (near t = 2S, where the density drops and the
-interpolant rounds the kink), 99th percentile 0.31 %, median 8e-6; below 0.2 and q <= 0.999 at
-most 4.2 % (99th percentile 2.2 %); beyond q = 0.999 below 0.2 up to 40 %.  (The tensor spline
-before: 0.69 %, 4.9 % and 40 % on 1371 midpoints.)  There the direct computation rings (its Euler inversion, +-1e-5
+ps_deterministic 2``; ``tests/test_ps_deterministic_table.py``): from utilisation 0.2 up at most
+0.69 % (near t = 2S, where the density drops and the spline rounds the kink), 99th percentile
+0.32 %, median 3e-6; below 0.2 and q <= 0.999 at most 4.9 % (99th percentile 2.4 %); beyond
+q = 0.999 below 0.2 up to 40 %.  There the direct computation rings (its Euler inversion, +-1e-5
 to 3e-4 absolute in P(T > t) beyond 2S at utilisation 0.001-0.1) and the table, built through
 it, is the closer of the two to exact PS simulation (99 % CIs of 1.5e6-4e6 requests)::
 
