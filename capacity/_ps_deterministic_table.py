@@ -19,10 +19,8 @@ Above it the table holds the law of ``T`` given ``T > S``, at the conditional le
 
     log((1 - rho) t_p / S)   on a grid in (logit rho, z),  z = log(-log(1 - p)),
 
-48 utilisations from 0.001 to 0.999 and 120 levels from p = 0.01 to 1 - 1e-6, read by monotone
-cubics (PCHIP) in z along each row and then across the rows in logit rho (:class:`_Rows`), so
-that no quantile is shorter at a higher load or a lower level (a cubic tensor spline broke both,
-by up to 2.3 % and 0.37 % in t, far in the light-load tail).  Between ``p = 0`` and the
+48 utilisations from 0.001 to 0.999 and 120 levels from p = 0.01 to 1 - 1e-6, read by the cubic
+tensor spline of :func:`capacity._quantile_table._tensor_spline`.  Between ``p = 0`` and the
 first level, ``t_p`` is linear in ``p`` from ``S``: the density of ``T`` just above ``S`` is
 finite (``2 rho (1 - rho) exp(-rho) / S``: one arrival during the request's solo run, or one
 other present with a uniform residual), so ``t_p - S`` is proportional to ``p`` there.  Below
@@ -62,10 +60,8 @@ non-decreasing in the load (:func:`_filled`).  Against PS simulation (4e6 reques
     0.15   +1.2 / -2.1 %         (-2.9 / -2.9 %)
 
 (the simulated quantiles at 0.99999 rest on 40 requests each, about +-5 %).  Between the nodes the
-quantile is non-decreasing in the load and in the level (a scan of 2,300 utilisations by 110
-levels, ``tests/test_ps_deterministic_table.py``; the tensor spline it replaced held the conditional
-levels in order but not the levels of ``T``: -2.3 % in ``log t`` at q = 1 - 1e-6 from utilisation
-0.061 to 0.068, where the rows' tails step up by a third between 0.033 and 0.044).  Just
+spline keeps the filled levels non-decreasing in the load to 1.6e-4 in ``log t`` (a scan of 23,000
+utilisations by 110 levels; 6e-6 in the levels resolved before, 2.4e-4 in ``z`` as before).  Just
 above the atom the direct computation is off too (its inversion puts 0.4 % of the conditional
 mass on ``S`` itself and then lags, up to 0.15 % in ``t`` for p < 0.05); below p = 0.01 the
 table is the exact linear start, and within 1.5e-3 of it up to p = 0.01.  Elsewhere the error
@@ -102,61 +98,17 @@ def atom(rho: np.ndarray) -> np.ndarray:
     return (1.0 - rho) * np.exp(-rho)
 
 
-class _Rows:
-    """The table read between its nodes: each utilisation row a monotone cubic (PCHIP, Fritsch and
-    Carlson 1980) in z, and across the rows, at the point's z, the same in logit rho.  The
-    tensor-product cubic it replaced overshot between rows where the light-load rows' tails step
-    up (by a third in t at q = 1 - 1e-6 between utilisation 0.033 and 0.044): its quantile fell
-    2.3 % as the load rose from 0.061 to 0.068, and dipped 0.37 % below a lower level (rho 0.044,
-    q 0.998).  Monotone interpolants keep the order :func:`_filled` gives the nodes, which is also
-    the order of the levels of ``T`` (checked: no node moves when held to it).  The cost: ~4x the
-    tensor spline's per point (every row evaluated at each point's z)."""
-
-    def __init__(self, x: np.ndarray, z: np.ndarray, values: np.ndarray):
-        from scipy.interpolate import PchipInterpolator
-
-        self.x, self.h = x, np.diff(x)
-        self.in_z = PchipInterpolator(z, values.T, axis=0)     # (z,) -> (points, rows)
-
-    def __call__(self, pts: np.ndarray) -> np.ndarray:
-        x, h = self.x, self.h
-        y = self.in_z(pts[:, 1])                                 # every row at each point's z
-        delta = np.diff(y, axis=1) / h
-        d = np.zeros_like(y)
-        w1, w2 = 2 * h[1:] + h[:-1], h[1:] + 2 * h[:-1]
-        left, right = delta[:, :-1], delta[:, 1:]
-        same = left * right > 0
-        with np.errstate(divide="ignore", invalid="ignore"):
-            d[:, 1:-1] = np.where(same, (w1 + w2) / (w1 / left + w2 / right), 0.0)
-        d[:, 0] = self._end(h[0], h[1], delta[:, 0], delta[:, 1])
-        d[:, -1] = self._end(h[-1], h[-2], delta[:, -1], delta[:, -2])
-        k = np.clip(np.searchsorted(x, pts[:, 0], side="right") - 1, 0, x.size - 2)
-        rows = np.arange(pts.shape[0])
-        hk = h[k]
-        u = (pts[:, 0] - x[k]) / hk
-        y0, y1, d0, d1 = y[rows, k], y[rows, k + 1], d[rows, k], d[rows, k + 1]
-        return ((2 * u ** 3 - 3 * u ** 2 + 1) * y0 + (u ** 3 - 2 * u ** 2 + u) * hk * d0
-                + (-2 * u ** 3 + 3 * u ** 2) * y1 + (u ** 3 - u ** 2) * hk * d1)
-
-    @staticmethod
-    def _end(h0: float, h1: float, m0: np.ndarray, m1: np.ndarray) -> np.ndarray:
-        """The end slope of a PCHIP: the three-point estimate, kept to the data's shape."""
-        d = ((2 * h0 + h1) * m0 - h0 * m1) / (h0 + h1)
-        d = np.where(np.sign(d) != np.sign(m0), 0.0, d)
-        return np.where((np.sign(m0) != np.sign(m1)) & (np.abs(d) > 3 * np.abs(m0)), 3 * m0, d)
-
-
 @functools.lru_cache(maxsize=None)
 def _table():
-    """The interpolant in (logit rho, z) through the shipped nodes (:class:`_Rows`), those beyond
-    a row's last resolved level filled by :func:`_filled`, or None when the file is missing."""
+    """The spline in (logit rho, z) through the shipped nodes, those beyond a row's last resolved
+    level filled by :func:`_filled`, or None when the file is missing."""
     file = _quantile_table.path(PS_DETERMINISTIC)
     if not file.exists():
         return None
     with np.load(file) as data:
         rho, z, values = data["rho"], data["z"], data["log_scaled"].astype(float)
         resolved = data["z_resolved"]
-    return _Rows(np.log(rho / (1.0 - rho)), z, _filled(rho, z, values, resolved))
+    return _quantile_table._tensor_spline((np.log(rho / (1.0 - rho)), z), _filled(rho, z, values, resolved))
 
 
 def _filled(rho: np.ndarray, z: np.ndarray, values: np.ndarray, resolved: np.ndarray) -> np.ndarray:

@@ -147,17 +147,3 @@ def test_deterministic_ps_and_rr_fits_recover_the_cpu_time():
                    for rate in (15.0, 35.0)]
         fit = from_percentiles(records, discipline=discipline, family="deterministic", delay=None, **kw)
         assert fit.cpu_per_request_ == pytest.approx(0.02, rel=1e-4)
-
-
-def test_a_dense_scan_is_monotone_in_the_load_and_the_level():
-    """2,300 utilisations by 110 levels up to 1 - 1e-6: no quantile shorter at a higher load or a
-    lower level.  Hypothesis samples two points at a time and missed where the former
-    tensor-product spline broke both: it overshot between the light-load rows (the quantile at
-    1 - 1e-6 fell 2.3 % in log t from utilisation 0.061 to 0.068) and its z pieces dipped 0.37 %
-    below the level before them (rho 0.044, q 0.998)."""
-    rho = np.geomspace(0.001, 0.999, 2300)
-    q = np.sort(1.0 - np.geomspace(1e-6, 0.5, 110))
-    log_t = np.log(np.asarray(ps.response_quantile(q[None, :], rho[:, None], Service.deterministic(1.0))))
-    assert np.all(np.isfinite(log_t))
-    assert np.max(np.maximum.accumulate(log_t, axis=0) - log_t) <= 1e-12
-    assert np.max(np.maximum.accumulate(log_t, axis=1) - log_t) <= 1e-12
