@@ -362,10 +362,8 @@ class _Model:
         gamma, Erlang or lognormal service below ``_CONVOLVE_BELOW_SCV``."""
         if self.svc.family not in ("gamma", "erlang", "lognormal"):
             return np.zeros(self.n, dtype=bool)
-        # Several servers, lognormal: the wait's tail is exponential in closed form, so the
-        # convolution is one quadrature, where the Laplace route paid a numerical transform of
-        # the law at every Euler node (20-30 ms a point; 10-18 s for a fit on 4 cores).  Gamma and
-        # Erlang have closed-form transforms, and their quantile function costs more than that.
+        # Several servers, lognormal: with the wait's exponential tail one quadrature, not the law's
+        # numerical transform at every Euler node (gamma and Erlang: closed-form transforms).
         many = (self.c > 1) & (self.svc.family == "lognormal")
         return ((self.c == 1) & (self.scv < _CONVOLVE_BELOW_SCV)) | many
 
@@ -390,8 +388,7 @@ class _Model:
         k = _GL_X.size
         gap = np.maximum(t[:, None] - s, 1e-12 * self.m1[:, None]).ravel()
         if self.euler_wait.any():
-            rep = self.take(np.repeat(np.arange(self.n), k))   # shares the tabulated transform
-            w_sf, w_dens = rep.wait_sf_dens(gap)
+            w_sf, w_dens = self.take(np.repeat(np.arange(self.n), k)).wait_sf_dens(gap)  # shares the table
         else:   # several servers: the wait's exponential tail, no model to rebuild per node
             w_sf = np.repeat(self.p_wait, k) * np.exp(-np.repeat(self.theta, k) * gap)
             w_dens = np.repeat(self.theta, k) * w_sf
@@ -564,11 +561,9 @@ def wait_sf(t: ArrayLike, arrival_rate: ArrayLike, service: Service | ArrayLike,
     Erlang C probability ``C`` and the conditional wait is taken exponential
     with the Allen-Cunneen mean ``E[W] / C``:
     ``P(W > t) ~ C exp(-C t / E[W])``.  Error against simulation (FCFS,
-    10^6 requests per case; see the table below).  The response ``T = S + W``
-    is then ``P(S > t) + C int_0^t exp(-theta (t - s)) f_S(s) ds``: for
-    lognormal service that integral by 32-point Gauss-Legendre in the normal
-    score of ``s`` (within 1e-6 of adaptive quadrature,
-    ``tests/test_fcfs.py``), for the others through the transforms.
+    10^6 requests per case; see the table below).  ``P(T > t) = P(S > t) +
+    C int_0^t exp(-theta (t - s)) f_S(s) ds``; for lognormal service by 32-point
+    Gauss-Legendre in the normal score of s (1e-6 of adaptive quadrature).
 
     Measured error of the M/G/c approximation (relative error of the
     approximation vs simulation, mean wait and p99 of the response):
