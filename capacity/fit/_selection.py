@@ -111,6 +111,18 @@ def select(fits: list, candidates: list[tuple], deviance: np.ndarray, free: np.n
                         f"sits on the edge of what the model can compute (best: {first['discipline']}, "
                         f"{first['family']}, delay {first['delay']}, {first['at_an_edge']} on its bound, "
                         f"delta QAIC {first['delta_qaic']:.1f})")
+    close = table[(table["at_an_edge"] != "") & (table["delta_qaic"] < 2.0)
+                  & ((table["discipline"] != chosen[0]) | (table["family"] != chosen[1]))]
+    if len(close):
+        other = close.iloc[0]
+        # Said, because setting it aside narrows the intervals: what it predicts beyond its edge is
+        # unknown, not ruled out by the data.
+        best._warn(IdentifiabilityWarning,
+                   f"another model fits as well but reached the edge of what it can compute "
+                   f"({other['discipline']}, {other['family']}, delay {other['delay']}: {other['at_an_edge']} on "
+                   f"its bound, delta QAIC {other['delta_qaic']:.1f}); it is set aside and not in the prediction "
+                   "intervals, which may be too narrow if it is the right one: give observations at busier "
+                   "hours (above 50 % CPU) to tell them apart")
     best._set_quality("delta_qaic_runner_up", float(runner["delta_qaic"]))
     best.method += (f"; model chosen by QAIC among {len(fits)} candidates (runner-up: "
                     f"{runner['discipline']}, {runner['family']}, delay {runner['delay']}, "
