@@ -19,6 +19,8 @@ import pytest
 from _scripts import load_script
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
+#: The p99 schedule lag the smoke run accepts (validation/README.md, "Honesty rules").
+QUICK_MAX_P99_LAG_MS = 5.0
 
 
 def _user_path():
@@ -104,7 +106,15 @@ def test_the_short_user_path_runs_and_reports(tmp_path):
     assert summary["mode"] == "quick"
     assert summary["met"]["in_process"]["of"] == 2 and summary["met"]["proxy"]["of"] == 2
     for row in summary["rows"]:
-        assert row["chosen"].startswith("fcfs"), row
+        # The generator's histogram is a proxy's view only while the generator keeps its schedule:
+        # validation/README.md's smoke-run tolerance is 5 ms of p99 lag.  Beyond it the generator's
+        # own event loop, sharing the two cores with the server and Prometheus, stretches the
+        # times it records as a shared processor would: on one host the proxy fit chose PS + delay
+        # (by 400-540 QAIC, at this code and at stop 39's) in three runs with day lag p99 5.3-6.1 ms,
+        # FCFS in two at 2.8-3.3 ms -- and PS at 3.1 ms with a CPU-bound process beside it, which
+        # CI never runs (wallclock tests run alone).  The lag is recorded; no discipline is claimed.
+        lagged = row["histogram"] == "proxy" and row["day_lag_p99_ms"] > QUICK_MAX_P99_LAG_MS
+        assert lagged or row["chosen"].startswith("fcfs"), row
         if row["histogram"] == "in_process":
             # A busy loop's CPU is near constant; four buckets per doubling resolve it.
             assert row["scv"] < 0.25, row
