@@ -439,6 +439,11 @@ def measure(children: Children, args, node: str, cores, rt: bool, port: int, h: 
         row["measured_util"] = srv["cpu_ms"] / srv["wall_ms"]
         row["elu"] = srv.get("event_loop_utilization")
         row["served_rate"] = done / (srv["wall_ms"] / 1e3)
+        if srv.get("spin_wall_ms"):
+            # the share of the busy loops' wall time the process had the CPU: below 1 where the
+            # host preempted the server (the loops are wall-clock, so their CPU then falls short)
+            row["spin_cpu_share"] = srv["spin_cpu_ms"] / srv["spin_wall_ms"]
+            row["spin_wall_per_req_ms"] = srv["spin_wall_ms"] / done
     for k in ("scheduled", "completed", "failed", "lag_mean_ms", "lag_p99_ms", "lag_max_ms",
               "sockets_opened_during_run"):
         row[k] = s.get(k)
