@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import pathlib
 import shutil
 import socket
@@ -37,6 +38,37 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def server_and_load_cores() -> tuple[int | None, int | None]:
+    """A core for a Node.js server and another for the load generator (None, None on fewer than
+    two cores or off Linux), as ``validation/run.py`` pins them.
+
+    Left to the scheduler, two processes talking over loopback are woken on each other's core,
+    and the generator's polling before each send then takes the server's CPU in the middle of a
+    handler: unpinned, on a 2-core VM otherwise idle, the validation server had the CPU for 57-89 %
+    of its busy loops' wall time (``/stats``: ``spin_cpu_ms`` against ``spin_wall_ms``)."""
+    try:
+        cores = sorted(os.sched_getaffinity(0))
+    except AttributeError:      # not Linux
+        return None, None
+    return (cores[0], cores[1]) if len(cores) >= 2 else (None, None)
+
+
+def pinned(core: int | None):
+    """A ``preexec_fn`` for :class:`subprocess.Popen` pinning the child, and every thread it
+    starts, to ``core`` (the system call of ``taskset -c CORE``); None leaves it to the scheduler."""
+    if core is None:
+        return None
+    return lambda: os.sched_setaffinity(0, {core})
+
+
+def spin_times(port: int) -> tuple[float, float]:
+    """The validation server's busy loops' wall and CPU time since its start or last ``/reset``,
+    in ms (its ``/stats``)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/stats", timeout=10) as response:
+        stats = json.load(response)
+    return stats["spin_wall_ms"], stats["spin_cpu_ms"]
 
 
 def _wait_ready(url: str, proc: subprocess.Popen, timeout: float = 30.0) -> None:
