@@ -245,7 +245,7 @@ def _run_spread(run_p99_ms: list[float]) -> tuple[float, float]:
 
 #: What a row holds of the measurement itself (the rest is the fit's): kept by :func:`repredict`.
 MEASURED = ("target_util", "rate", "measured_util", "requests", "runs", "p99_ms", "run_p99_ms", "mean_ms",
-            "peak_lag_p99_ms", "day_lag_p99_ms")
+            "peak_lag_p99_ms", "day_lag_p99_ms", "peak_spin_cpu_share", "day_spin_cpu_share")
 
 
 def run_handler(h: DayHandler, s: Settings, out: pathlib.Path, seed: int) -> tuple[list[dict], list[dict], str]:
@@ -288,7 +288,7 @@ def run_handler(h: DayHandler, s: Settings, out: pathlib.Path, seed: int) -> tup
         for j, util in enumerate(PEAK_UTILS):
             rate = util / fits["proxy"].cpu_per_request_
             # Repeats of the point (other seeds), pooled: what clients saw in all of them.
-            runs, utils, lags = [], [], []
+            runs, utils, lags, shares = [], [], [], []
             for k in range(s.repeats):
                 csv = out / f"peak-{h.name}-{util:g}-{k}.csv"
                 summary = _loadgen(port, h.path, csv, seed + 10 + j + 100 * k, rate=rate, duration=s.peak_s)
@@ -296,16 +296,27 @@ def run_handler(h: DayHandler, s: Settings, out: pathlib.Path, seed: int) -> tup
                 server_stats = summary.get("server") or {}
                 utils.append(server_stats["cpu_ms"] / server_stats["wall_ms"] if server_stats else math.nan)
                 lags.append(summary["lag_p99_ms"])
+                shares.append(_spin_cpu_share(server_stats))
             t = np.concatenate(runs)
             measured.append({"target_util": util, "rate": rate, "measured_util": float(np.mean(utils)),
                              "requests": int(t.size), "runs": len(runs),
                              "p99_ms": 1e3 * float(np.quantile(t, 0.99)),
                              "run_p99_ms": [1e3 * float(np.quantile(x, 0.99)) for x in runs],
                              "mean_ms": 1e3 * float(np.mean(t)),
-                             "peak_lag_p99_ms": max(lags), "day_lag_p99_ms": day_run["lag_p99_ms"]})
+                             "peak_lag_p99_ms": max(lags), "day_lag_p99_ms": day_run["lag_p99_ms"],
+                             "peak_spin_cpu_share": min(shares),
+                             "day_spin_cpu_share": _spin_cpu_share(day_run.get("server") or {})})
         return _rows(h, fits, notes, measured)
     finally:
         harness.stop(server)
+
+
+def _spin_cpu_share(server_stats: dict) -> float:
+    """The share of the server's busy loops' wall time in which it had the CPU (its ``/stats``
+    over one generator run): below 1 where the host took the CPU from it, which the wall-clock
+    loops hide from the latencies but not from the CPU per request."""
+    wall = server_stats.get("spin_wall_ms") or 0.0
+    return server_stats["spin_cpu_ms"] / wall if wall > 0 else math.nan
 
 
 def p99_crossing(fit, rows: list[dict], grid: int = 96) -> dict:
@@ -430,7 +441,8 @@ def repredict(out: pathlib.Path) -> dict:
         fits, notes = {}, {}
         for source, _ in SOURCES:
             fits[source], notes[source] = _fit_saved(out / f"day-{name}-{source}.json")
-        measured = [{k: r[k] for k in MEASURED} for r in old["rows"]
+        # (days saved before the spin shares were recorded have none: NaN)
+        measured = [{k: r.get(k, math.nan) for k in MEASURED} for r in old["rows"]
                     if r["handler"] == name and r["histogram"] == SOURCES[0][0]]
         got, crossed, text = _rows(h, fits, notes, measured)
         rows += got
