@@ -204,6 +204,48 @@ def test_a_missing_log_is_a_row_not_a_crash(tmp_path):
                                             f"{tmp_path / 'nowhere.log'}"
 
 
+def test_a_table_whose_duration_column_names_no_unit_takes_it_stated(fleet_dir, tmp_path):
+    """A CSV whose duration column says no unit (``latency``, in ms) is refused with the parameter
+    to state it; stated for that service (API and CLI), the row is the one of the same
+    milliseconds in a column that names its unit (``latency_ms``)."""
+    _, logged = fleet_dir
+    search = logged["search"]
+    ms = np.round(1e3 * search["duration"].to_numpy(), 3)
+    stamps = search["time"].dt.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    for name, column in (("named", "latency_ms"), ("bare", "latency")):
+        (tmp_path / name).mkdir()
+        pd.DataFrame({"timestamp": stamps, column: ms}).to_csv(tmp_path / name / "requests.csv", index=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FitWarning)
+        refused = fleet({"bare": tmp_path / "bare"}, SLO)
+        stated = fleet({"bare": tmp_path / "bare", "named": tmp_path / "named"}, SLO,
+                       duration_unit={"bare": "ms"})
+    error = refused.table.iloc[0]["error"]
+    assert "duration_unit" in error and "latency" in error, error
+    rows = stated.table.set_index("service")
+    assert rows.loc["bare", "error"] == "", rows.loc["bare", "error"]
+    same = [c for c in rows.columns if c not in ("source", "warnings")]
+    pd.testing.assert_series_equal(rows.loc["bare", same], rows.loc["named", same], check_names=False)
+    assert rows.loc["bare", "cpu_per_request"] == pytest.approx(TRUTH["search"][0], rel=0.2)
+    code, out, err = run_cli("fleet", f"bare={tmp_path / 'bare'}", "--slo", "p99=200ms",
+                             "--duration-unit", "bare:ms", "--json")
+    assert code == 0, err
+    assert json.loads(out)["table"][0]["ceiling_qps"] == pytest.approx(rows.loc["bare", "ceiling_qps"])
+    for args, message in [
+        (("--duration-unit", "minutes"), "argument --duration-unit: expected s, ms, us or ns"),
+        (("--duration-unit", "ms", "--prometheus", "http://127.0.0.1:1", "--histogram", "h"),
+         "argument --duration-unit: applies to logs"),
+        (("--duration-unit", "other:ms"), "duration_unit names services that are not in the fleet"),
+    ]:
+        code, out, err = run_cli("fleet", *(() if "--prometheus" in args else (f"bare={tmp_path / 'bare'}",)),
+                                 "--slo", "p99=200ms", *args)
+        assert code == 2 and message in err and "Traceback" not in err, (args, err)
+    with pytest.raises(ValueError, match="duration_unit must be one of"):
+        fleet({"bare": tmp_path / "bare"}, SLO, duration_unit="msec")
+    with pytest.raises(ValueError, match="duration_unit='ms' applies to logs"):
+        fleet("http://127.0.0.1:1", SLO, histogram="h", duration_unit="ms")
+
+
 def test_cli_table_and_usage_errors(fleet_dir):
     root, _ = fleet_dir
     code, out, err = run_cli("fleet", f"search={root / 'search'}", "--slo", "p99=300ms", "--servers", "search:1")

@@ -44,6 +44,14 @@ def _fleet_servers(text: str) -> tuple[str | None, int]:
     return (name or None), value
 
 
+def _fleet_unit(text: str) -> tuple[str | None, str]:
+    """``--duration-unit ms`` (every service) or ``--duration-unit NAME:ms`` (one service)."""
+    name, _, unit = text.strip().rpartition(":")
+    if unit not in ("s", "ms", "us", "ns"):
+        raise argparse.ArgumentTypeError(f"expected s, ms, us or ns, or NAME:UNIT, got {text!r}")
+    return (name or None), unit
+
+
 def _per_service(given: list, what: str) -> object:
     """The API's form of repeated ``--slo`` / ``--servers``: one value, or ``{name: value, "*": value}``."""
     common = [v for n, v in given if n is None]
@@ -89,7 +97,7 @@ def _check_flags(args: argparse.Namespace) -> None:
         if args.histogram is None:
             raise _UsageError("argument --histogram: required with --prometheus (the metric's name)")
         for flag, value in (("--window", args.window), ("--timing", args.timing),
-                            ("--log-format", args.log_format)):
+                            ("--log-format", args.log_format), ("--duration-unit", args.duration_unit)):
             if value is not None:
                 raise _UsageError(f"argument {flag}: applies to logs, not to --prometheus")
     if args.delay == "lognormal":
@@ -113,7 +121,9 @@ def _cmd_fleet(args: argparse.Namespace):
                        start=end - (args.since if args.since is not None else 86400.0), end=end,
                        step=args.step if args.step is not None else 300.0)
     else:
-        options.update(window=args.window or 60.0, timing=args.timing or "duration", log_format=args.log_format)
+        unit = _per_service(args.duration_unit, "duration-unit") if args.duration_unit else None
+        options.update(window=args.window or 60.0, timing=args.timing or "duration",
+                       log_format=args.log_format, duration_unit=unit)
     client = _connect(args.scheduler) if args.scheduler is not None else None
     try:
         with warnings.catch_warnings():
@@ -138,7 +148,8 @@ def _flag_words(message: str) -> str:
     """A library message in the command line's words: the argument's flag for its parameter."""
     for name, flag in (("services", "SERVICES"), ("slo", "--slo"), ("servers", "--servers"), ("window", "--window"),
                        ("histogram", "--histogram"), ("label", "--label"), ("selector", "--selector"),
-                       ("step", "--step"), ("start", "--since"), ("log_format", "--log-format")):
+                       ("step", "--step"), ("start", "--since"), ("log_format", "--log-format"),
+                       ("duration_unit", "--duration-unit")):
         if message.startswith((f"{name} ", f"{name}=", f"{name}:", f"{name}[")):
             return f"argument {flag}: {message}"
     return message
@@ -185,6 +196,9 @@ def _add_fleet(sub) -> None:
                     help="logs: the whole request time (default) or the upstream time")
     fl.add_argument("--log-format", default=None, metavar="FORMAT",
                     help="logs: the nginx log_format (default: combined + $request_time $upstream_response_time)")
+    fl.add_argument("--duration-unit", type=_fleet_unit, action="append", default=None, metavar="[NAME:]UNIT",
+                    help="logs in CSV/Parquet tables: the unit (s, ms, us, ns) of a duration column whose "
+                         "name does not say it; NAME:UNIT for one service (repeat the flag)")
     fl.add_argument("--prometheus", default=None, metavar="URL",
                     help="read the services from a Prometheus server instead of logs (with --histogram)")
     fl.add_argument("--histogram", default=None, metavar="NAME",

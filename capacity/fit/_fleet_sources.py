@@ -122,14 +122,17 @@ class PerService:
 
 
 # ---------------------------------------------------------------------- reading
-def log_service(name: str, source, window: float, timing: str, log_format: str, client) -> ServiceData:
-    """A service's windows from its logs (on the Dask cluster of ``client`` when given)."""
+def log_service(name: str, source, window: float, timing: str, log_format: str, client,
+                duration_unit: str | None = None) -> ServiceData:
+    """A service's windows from its logs (on the Dask cluster of ``client`` when given);
+    ``duration_unit`` that of a table's duration column whose name does not say it."""
     from .. import logs
 
     described = _describe(source)
     try:
+        stated = {} if duration_unit is None else {"duration_unit": duration_unit}
         agg = logs.aggregate(source, window=window, log_format=log_format, timing=timing, by_endpoint=False,
-                             client=client)
+                             client=client, **stated)
         windows = agg.windows()
     except Exception as exc:   # the service's row says why; the others go on
         text = error_text(exc)

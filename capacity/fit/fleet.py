@@ -80,7 +80,7 @@ class FleetReport(Result):
 
 def fleet(services, slo, *, client=None, servers=1, discipline: str | None = None, family: str | None = None,
           delay: str | float | None = "auto", measured_at: str | None = None, confidence: float = 0.95,
-          window: float = 60.0, timing: str = "duration", log_format: str | None = None,
+          window: float = 60.0, timing: str = "duration", log_format: str | None = None, duration_unit=None,
           histogram: str | None = None, selector: str = "", label: str = "job", start=None, end=None,
           step: float = 300.0, cpu: str | None = "process_cpu_seconds_total") -> FleetReport:
     """Fit every service of a fleet and answer its QPS ceiling at the SLO, in one table.
@@ -116,6 +116,11 @@ def fleet(services, slo, *, client=None, servers=1, discipline: str | None = Non
         Logs: the whole request time or the upstream time (nginx ``$upstream_response_time``).
     log_format : str, optional
         Logs: the nginx ``log_format`` (default :data:`capacity.logs.COMBINED_WITH_TIMES`).
+    duration_unit : {"s", "ms", "us", "ns"} or mapping, optional
+        Logs in CSV or Parquet tables: the unit of the duration column, for all or per service
+        (``{name: unit}``, ``"*"``), where its name does not say it (``latency`` rather than
+        ``latency_ms``: such a service is otherwise a row with an error asking for it).  nginx's
+        ``$request_time`` is in seconds by definition; a unit given for an nginx log is not used.
     histogram, selector, label, start, end, step, cpu
         Prometheus: the histogram's name, label matchers, the label whose values are the services
         (``"job"``), the range (default the last 24 hours), the window length in seconds and the CPU
@@ -165,6 +170,7 @@ def fleet(services, slo, *, client=None, servers=1, discipline: str | None = Non
     kind, listed = fleet_kind(services)
     slo_of = PerService(slo, "slo", _check_slo, default=None)
     servers_of = PerService(servers, "servers", lambda v: int(check_servers(v)), default=1)
+    unit_of = PerService(duration_unit, "duration_unit", _check_unit, default=None)
     options = _fit_options(discipline, family, delay, confidence)
     measured_at = check_choice(measured_at or ("proxy" if kind == "logs" else "in_process"), "measured_at",
                                MEASURED_AT)
@@ -174,10 +180,13 @@ def fleet(services, slo, *, client=None, servers=1, discipline: str | None = Non
         warnings.simplefilter("always")
         if kind == "logs":
             _refuse_prometheus_options(histogram, selector, start, end)
-            data, where = _read_logs(listed, slo_of, servers_of, window, timing, log_format, client)
+            data, where = _read_logs(listed, slo_of, servers_of, unit_of, window, timing, log_format, client)
             if isinstance(services, (str, os.PathLike)):
                 where = f"{os.fspath(services)}, {where}"
         else:
+            if duration_unit is not None:
+                raise ValueError(f"duration_unit={duration_unit!r} applies to logs, not to a Prometheus URL "
+                                 "(its histogram's buckets are in seconds)")
             data, where = _read_prometheus(listed, histogram, selector, label, start, end, step, cpu, slo_of,
                                            servers_of)
         settings = [(servers_of.get(d.name), slo_of.get(d.name)) for d in data]
@@ -203,6 +212,15 @@ def _check_slo(slo) -> dict | None:
             for q, t in slo.items()}
 
 
+def _check_unit(unit) -> str | None:
+    from .._log_columns import _UNITS
+
+    if unit is not None and unit not in _UNITS:
+        raise ValueError(f"duration_unit must be one of {sorted(_UNITS)!r} or a mapping of them per service, "
+                         f"got {unit!r}")
+    return unit
+
+
 def _fit_options(discipline, family, delay, confidence) -> dict:
     if discipline is not None:
         check_choice(discipline, "discipline", ("ps", "fcfs"))
@@ -223,19 +241,20 @@ def _refuse_prometheus_options(histogram, selector, start, end) -> None:
 
 
 # ---------------------------------------------------------------------- reading
-def _read_logs(listed, slo_of, servers_of, window, timing, log_format,
+def _read_logs(listed, slo_of, servers_of, unit_of, window, timing, log_format,
                client) -> tuple[list[ServiceData], str]:
     from .. import logs
 
     names = [name for name, _ in listed]
     slo_of.check_names(names)
     servers_of.check_names(names)
+    unit_of.check_names(names)
     window = float(check_positive(window, "window"))
     check_choice(timing, "timing", ("duration", "upstream"))
     fmt = logs.COMBINED_WITH_TIMES if log_format is None else log_format
 
     def read(item):
-        return log_service(item[0], item[1], window, timing, fmt, client)
+        return log_service(item[0], item[1], window, timing, fmt, client, unit_of.get(item[0]))
 
     if client is None:
         data = [read(item) for item in listed]
