@@ -101,8 +101,8 @@ def select(fits: list, candidates: list[tuple], deviance: np.ndarray, free: np.n
     # by a delay nests the chosen model (a delay that lowers the deviance little costs its 2 QAIC
     # points and nothing else), and it is in the table.
     chosen = (table.loc[0, "discipline"], table.loc[0, "family"])
-    rival = [i for i in range(1, len(table)) if (table.loc[i, "discipline"], table.loc[i, "family"]) != chosen
-             and not table.loc[i, "at_an_edge"]]
+    other = (table["discipline"] != chosen[0]) | (table["family"] != chosen[1])   # another model
+    rival = [i for i in range(1, len(table)) if other[i] and not table.loc[i, "at_an_edge"]]
     runner = table.iloc[rival[0] if rival else 1]
     passed = table[table["delta_qaic"] < 0]
     if len(passed):
@@ -111,8 +111,7 @@ def select(fits: list, candidates: list[tuple], deviance: np.ndarray, free: np.n
                         f"sits on the edge of what the model can compute (best: {first['discipline']}, "
                         f"{first['family']}, delay {first['delay']}, {first['at_an_edge']} on its bound, "
                         f"delta QAIC {first['delta_qaic']:.1f})")
-    close = table[(table["at_an_edge"] != "") & (table["delta_qaic"] < 2.0)
-                  & ((table["discipline"] != chosen[0]) | (table["family"] != chosen[1]))]
+    close = table[(table["at_an_edge"] != "") & (table["delta_qaic"] < 2.0) & other]
     if len(close):
         other = close.iloc[0]
         # Said, because setting it aside narrows the intervals: what it predicts beyond its edge is
