@@ -39,6 +39,7 @@ from ._checks import check_nonnegative, check_quantile, scalar_out
 from ._common import prepare, solve_increasing
 from ._laplace import _euler_weights
 # The service transforms live in _fcfs_transforms; two stay importable from here (tests).
+from ._fcfs_convolution import _GL_W_FULL, _GL_X, _Z_END, _ShapeFamily, gamma_plus_wait
 from ._fcfs_transforms import _CTORS, _make_table, _numeric_tail_transform, _tail_transform, _TransformTable  # noqa: F401
 from .distributions import Service
 
@@ -126,58 +127,6 @@ def _flat_service(service: Service, shape: tuple[int, ...], index: np.ndarray) -
 # at light load), while the wait alone inverts to ~1e-6.  At scv 0.1 the direct inversion is
 # still within 4e-4, and 30-50x faster.
 _CONVOLVE_BELOW_SCV = 0.1
-_CONVOLVE_NODES = 32
-_GL_X, _GL_W_FULL = np.polynomial.legendre.leggauss(_CONVOLVE_NODES)
-_Z_END = 8.5
-
-
-class _ShapeFamily:
-    """cdf, sf, density and quantile of gamma, Erlang and lognormal services on flat arrays
-    of points (scipy.special directly: frozen scipy objects cost milliseconds per call)."""
-
-    def __init__(self, svc: Service, n: int):
-        p = {k: np.broadcast_to(np.asarray(v, dtype=float), (n,)) for k, v in svc._params.items()
-             if k in ("mean", "scv", "k")}
-        self.lognormal = svc.family == "lognormal"
-        if self.lognormal:
-            s2 = np.log1p(p["scv"])
-            self.sigma, self.mu = np.sqrt(s2), np.log(p["mean"]) - 0.5 * s2
-        else:
-            self.a = p["k"].astype(float) if svc.family == "erlang" else 1.0 / p["scv"]
-            self.scale = p["mean"] / self.a
-
-    @staticmethod
-    def _col(v: np.ndarray, t: np.ndarray) -> np.ndarray:
-        return v.reshape(v.shape + (1,) * (t.ndim - 1))
-
-    def cdf_sf_pdf(self, t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(P(S <= t), P(S > t), density) at t of shape (n,) or (n, K)."""
-        if self.lognormal:
-            sig, mu = self._col(self.sigma, t), self._col(self.mu, t)
-            z = (np.log(t) - mu) / sig
-            return special.ndtr(z), special.ndtr(-z), np.exp(-0.5 * z * z) / (t * sig * np.sqrt(2 * np.pi))
-        a, sc = self._col(self.a, t), self._col(self.scale, t)
-        x = t / sc
-        pdf = np.exp(special.xlogy(a - 1.0, x) - x - special.gammaln(a)) / sc
-        return special.gammainc(a, x), special.gammaincc(a, x), pdf
-
-    def z_of(self, cdf: np.ndarray, sf: np.ndarray, t: np.ndarray) -> np.ndarray:
-        """The standard-normal score of P(S <= t), from the smaller tail (no cancellation)."""
-        if self.lognormal:
-            return (np.log(t) - self.mu) / self.sigma
-        return np.where(cdf < 0.5, special.ndtri(cdf), -special.ndtri(sf))
-
-    def at_z(self, z: np.ndarray) -> np.ndarray:
-        """The service quantile at normal score z (shape (n, K)), from the smaller tail."""
-        if self.lognormal:
-            return np.exp(self._col(self.mu, z) + self._col(self.sigma, z) * z)
-        a, sc = np.broadcast_arrays(self._col(self.a, z), self._col(self.scale, z))
-        with np.errstate(over="ignore", under="ignore"):
-            lower = special.gammaincinv(a, special.ndtr(np.minimum(z, 0.0)))
-            upper = special.gammainccinv(a, special.ndtr(-np.maximum(z, 0.0)))
-        return np.where(z < 0, lower, upper) * sc
-
-
 class _Points:
     """Flat view of the broadcast inputs of one call (private)."""
 
@@ -346,11 +295,17 @@ class _Model:
 
         conv = self._convolve()
         sf, dens = np.empty(self.n), np.empty(self.n)
+        closed = (self.c > 1) & (self.svc.family in ("gamma", "erlang"))
+        if closed.any():
+            idx = np.flatnonzero(closed)
+            sf[idx], dens[idx] = self.take(idx)._gamma_response_sf_dens(t[idx])
+        conv &= ~closed
         if conv.any():
             idx = np.flatnonzero(conv)
             sf[idx], dens[idx] = self.take(idx)._convolved_response_sf_dens(t[idx])
-        if (~conv).any():
-            idx = np.flatnonzero(~conv)
+        rest = ~conv & ~closed
+        if rest.any():
+            idx = np.flatnonzero(rest)
             sub = self.take(idx)
             sub._euler_all = bool(sub.euler_wait.all())
             # T = W + S has no atom at 0 (services here are continuous): P(T > 0+) = 1
@@ -366,6 +321,11 @@ class _Model:
         # numerical transform at every Euler node (gamma and Erlang: closed-form transforms).
         many = (self.c > 1) & (self.svc.family == "lognormal")
         return ((self.c == 1) & (self.scv < _CONVOLVE_BELOW_SCV)) | many
+
+    def _gamma_response_sf_dens(self, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Several servers, gamma or Erlang service: ``S`` plus the exponential wait in closed form
+        (:func:`._fcfs_convolution.gamma_plus_wait`)."""
+        return gamma_plus_wait(_ShapeFamily(self.svc, self.n), self.p_wait, self.theta, t)
 
     def _convolved_response_sf_dens(self, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """P(T > t) and its density as the convolution of the exact wait with the service:

@@ -597,3 +597,27 @@ def test_several_servers_lognormal_response_is_the_convolution_with_the_exponent
         assert float(fcfs.response_sf(t, lam, svc, c)) == pytest.approx(ref, rel=1e-6, abs=1e-12)
     light = float(fcfs.response_quantile(1 - 1e-6, 0.05 * 16, svc, 16))    # nobody waits
     assert light == pytest.approx(float(law.ppf(1 - 1e-6)), rel=1e-4)
+
+
+@pytest.mark.parametrize("scv, c, rho", [(0.01, 2, 0.3), (0.01, 16, 0.7), (0.3, 4, 0.9), (1.0 / 3, 8, 0.5),
+                                         (3.0, 4, 0.8), (30.0, 64, 0.99)])
+def test_several_servers_gamma_response_is_the_convolution_with_the_exponential_wait(scv, c, rho):
+    """M/G/c FCFS with gamma (and Erlang: scv 1/3) service, the same law ``T = S + W`` as the
+    lognormal case above, now in closed form (incomplete gamma, or Kummer's 1F1 where
+    ``theta >= 1 / scale``), against scipy's adaptive quadrature of the convolution with
+    scipy.stats.gamma.  The numerical Laplace inversion it replaced was right in the body but off
+    in the far tail of nearly constant laws: at scv 0.01 on 2-16 cores P(T > t) at its own
+    p99.99 and p99.9999 was off by factors up to 30 (the quantiles by up to 49 %)."""
+    svc = Service.erlang(1.0, 3) if scv == 1.0 / 3 else Service.gamma(1.0, scv)
+    law = stats.gamma(1.0 / scv, scale=scv)
+    lam = rho * c
+    p_wait = float(erlang_c(c, lam))
+    theta = (c - lam) / (0.5 * (1.0 + scv))
+    levels = [0.5, 0.9, 0.99, 0.999, 0.9999, 1 - 1e-6]
+    for q, t in zip(levels, np.asarray(fcfs.response_quantile(levels, lam, svc, c))):
+        pts = [p for p in (law.mean(), t - 1.0 / theta) if 0 < p < t]
+        inner, _ = integrate.quad(lambda s: np.exp(-theta * (t - s)) * law.pdf(s), 0.0, t, limit=1000,
+                                  points=pts or None, epsabs=0, epsrel=1e-12)
+        ref = law.sf(t) + p_wait * inner
+        assert ref == pytest.approx(1 - q, rel=1e-8), (q, t)
+        assert float(fcfs.response_sf(t, lam, svc, c)) == pytest.approx(ref, rel=1e-8, abs=1e-15)
