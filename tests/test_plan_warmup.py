@@ -303,6 +303,17 @@ def test_rolling_deploy_with_surge_by_hand():
     assert at_join == pytest.approx(8 * c1, rel=2e-4)
 
 
+def test_a_cold_multiplier_a_hair_above_one_is_no_warm_up():
+    """m0 = 1 + 2.2e-16 (found by hypothesis) took log(0) in the deploy plan's grid of multipliers
+    1 + f (m0 - 1), which rounds to 1 there; within 1e-9 of 1 the plan is the one without warm-up."""
+    args = dict(warmup_time=20.0, batch_size=1, restart_time=5.0, **FCFS)
+    hair = plan.rolling_deploy(400.0, 0.010, 9, 1.0000000000000002, **args)
+    none = plan.rolling_deploy(400.0, 0.010, 9, 1.0, **args)
+    assert hair.min_capacity_qps == none.min_capacity_qps
+    assert hair.processes_needed == none.processes_needed
+    assert plan.rolling_deploy(400.0, 0.010, 9, 1.001, **args).min_capacity_qps < none.min_capacity_qps
+
+
 @settings(max_examples=15, deadline=None)
 @given(m0=st.floats(1.0, 3.0), ramp=st.floats(0.0, 60.0), k=st.integers(1, 3), down=st.floats(5.0, 60.0))
 def test_surge_never_loses_more_than_taking_processes_down(m0, ramp, k, down):

@@ -106,7 +106,10 @@ def _law(cold_multiplier: float, warmup_requests: float | None, warmup_time: flo
     scale = check_positive(value, name)
     if scale.ndim:
         raise ValueError(f"{name} must be a single number, got {value!r}")
-    return _Law(float(m0), float(scale), "requests" if warmup_time is None else "time")
+    # A cold excess within 1e-9 of 1 is no warm-up: the grids of multipliers 1 + f (m0 - 1), f down to
+    # 1e-9 (_ceiling_grid), round to exactly 1 there (m0 = 1 + 2.2e-16 took log(0) in a deploy plan).
+    cold = 1.0 if float(m0) - 1.0 <= 1e-9 else float(m0)
+    return _Law(cold, float(scale), "requests" if warmup_time is None else "time")
 
 
 def _check_ramp(ramp: float) -> float:
