@@ -35,7 +35,8 @@ measured by ``python tools/build_quantile_tables.py --check`` and quoted where e
 used.
 
 PS on 2, 4, 8 and 16 cores has a table of its own per core count (:data:`PS_MANY_CORES`, the same
-coordinates; :class:`Coverage` picks each point's).  Outside the grids (other core counts,
+coordinates; :class:`Coverage` picks each point's); a core count between two of them is read from
+the two either side (:func:`_log_t_between`).  Outside the grids (more cores than the largest table,
 ``rho > 0.999``, scv or q beyond the ranges) the callers
 compute the point directly; :class:`Coverage` says which points of a batch a table answers.
 A family is answered from a table exactly when the shipped file holds it, so the PS file holds
@@ -132,7 +133,7 @@ PS_HEAVY_TAIL_ANSWERS_TO = float(PS_HEAVY_TAIL_SCV["gamma"][3])
 #: tabulated for lognormal and gamma CPU at the core counts a service most often runs on, one file
 #: each (``tools/build_quantile_tables.py ps_c4 lognormal gamma``): the direct computation costs
 #: 0.1-0.7 s per load (4-14 s above utilisation 0.99), so a fit of tens of evaluations took 4-20 s.
-#: Other core counts are computed directly.
+#: Core counts between them are read from the two either side (:func:`_log_t_between`).
 PS_MANY_CORES = {c: f"ps_c{c}" for c in (2, 4, 8, 16)}
 #: Their utilisations: :data:`RHO` up to 0.991 (above it, where the direct computation needs
 #: 10^3-10^4 states, computed directly).
@@ -235,15 +236,84 @@ def _in_load_order(rho: np.ndarray, values: np.ndarray) -> np.ndarray:
     return np.maximum.accumulate(values - log_idle, axis=0) + log_idle
 
 
+def many_cores_table(servers: int) -> str | None:
+    """The table that answers PS on ``servers`` (> 1) cores: its own (:data:`PS_MANY_CORES`), one
+    read between the two shipped core counts either side (:func:`_log_t_between`), or None."""
+    if servers in PS_MANY_CORES:
+        return PS_MANY_CORES[servers]
+    counts = sorted(PS_MANY_CORES)
+    return f"ps_c{servers}" if counts[0] < servers < counts[-1] else None
+
+
+@functools.lru_cache(maxsize=None)
+def _between_tables(discipline: str) -> tuple[str, str, float, int, int, int] | None:
+    """For ``ps_c<c>`` with c between two shipped core counts a < c < b: their tables, the weight
+    of a's (linear in 1/c), a, b and c; None for every other name."""
+    if not discipline.startswith("ps_c") or not discipline[4:].isdigit():
+        return None
+    c = int(discipline[4:])
+    if c in PS_MANY_CORES or many_cores_table(c) is None:
+        return None
+    a = max(k for k in PS_MANY_CORES if k < c)
+    b = min(k for k in PS_MANY_CORES if k > c)
+    return PS_MANY_CORES[a], PS_MANY_CORES[b], (1.0 / c - 1.0 / b) / (1.0 / a - 1.0 / b), a, b, c
+
+
+def _mmc_log_mean(servers: int, rho: np.ndarray) -> np.ndarray:
+    """log(E[T] / E[S]) of M/M/c (FCFS or PS alike): ``1 + C(c, c rho) / (c (1 - rho))``, C the
+    Erlang C probability of waiting."""
+    from .erlang import erlang_c
+
+    return np.log1p(np.asarray(erlang_c(servers, servers * rho), dtype=float) / (servers * (1.0 - rho)))
+
+
+def _log_t_between(discipline: str, family: str, z: np.ndarray, rho: np.ndarray, scv: np.ndarray) -> np.ndarray:
+    """log(t_q / E[S]) of M/G/c-PS for a core count between two shipped tables (approximation).
+
+    With a < c < b the two shipped core counts either side, each table's quantile is divided by
+    the M/M/c mean response at its own core count (Erlang C, exact for any c: it carries how much
+    less requests share as cores are added), ``log`` of that ratio interpolated linearly in 1/c,
+    and multiplied back by the M/M/c mean at c::
+
+        log t_c = w (log t_a - log m_a) + (1 - w) (log t_b - log m_b) + log m_c,
+        w = (1/c - 1/b) / (1/a - 1/b),  m_k = 1 + C(k, k rho) / (k (1 - rho)),
+
+    held at least the CPU time's own quantile (PS never beats it).  The weights are positive, so
+    the result rises in q as the tables do.  Against the direct computation of
+    :mod:`capacity._ps_many_cores` (``python tools/measure_core_interpolation.py``) the error is
+    stated in :func:`capacity.ps.response_quantile`.  Without the M/M/c factor the error was about
+    twice as large at utilisation 0.85-0.95 (interpolated quantiles 4-6 % low for every scv there:
+    the tables' values fall faster than linearly in 1/c where queueing dominates).
+    """
+    a_name, b_name, w, a, b, c = _between_tables(discipline)
+    out = (w * (_log_t(a_name, family, z, rho, scv) - _mmc_log_mean(a, rho))
+           + (1.0 - w) * (_log_t(b_name, family, z, rho, scv) - _mmc_log_mean(b, rho))
+           + _mmc_log_mean(c, rho))
+    from .distributions import Service
+
+    own = np.asarray(getattr(Service, family)(1.0, scv).ppf(-np.expm1(-np.exp(z))), dtype=float)
+    with np.errstate(divide="ignore"):
+        return np.maximum(out, np.log(own))
+
+
 def families(discipline: str) -> tuple[str, ...]:
     """Families a shipped table answers (empty when the table is missing or disabled)."""
-    return () if disabled else tuple(_interpolators(discipline))
+    if disabled:
+        return ()
+    pair = _between_tables(discipline)
+    if pair is not None:
+        return tuple(f for f in families(pair[0]) if f in families(pair[1]))
+    return tuple(_interpolators(discipline))
 
 
 def scv_range(discipline: str, family: str) -> tuple[float, float] | None:
     """The scv range the shipped tables cover for this family, or None (no table)."""
     if family not in families(discipline):
         return None
+    pair = _between_tables(discipline)
+    if pair is not None:
+        (a_lo, a_hi), (b_lo, b_hi) = scv_range(pair[0], family), scv_range(pair[1], family)
+        return max(a_lo, b_lo), min(a_hi, b_hi)
     pieces = _interpolators(discipline)[family]
     return pieces[0].lo, pieces[-1].hi
 
@@ -252,6 +322,9 @@ def covered(discipline: str, family: str, rho: np.ndarray, scv: np.ndarray) -> n
     """Which (rho, scv) points, one core assumed, lie inside the table."""
     if family not in families(discipline):
         return np.zeros(np.shape(rho), dtype=bool)
+    pair = _between_tables(discipline)
+    if pair is not None:
+        return covered(pair[0], family, rho, scv) & covered(pair[1], family, rho, scv)
     lo, hi = scv_range(discipline, family)
     top = min(float(p.rho[-1]) for p in _interpolators(discipline)[family])
     return ((rho >= 0) & (rho <= top * (1 + _SLACK))
@@ -276,11 +349,16 @@ def _blend_weights(pieces: tuple[_Piece, ...], scv: np.ndarray) -> list[np.ndarr
 
 def _level_grid(discipline: str, family: str) -> np.ndarray:
     """The finest level grid among the family's pieces (they share their end points)."""
+    pair = _between_tables(discipline)
+    if pair is not None:
+        return max((_level_grid(name, family) for name in pair[:2]), key=len)
     return max((p.z for p in _interpolators(discipline)[family]), key=len)
 
 
 def _log_t(discipline: str, family: str, z: np.ndarray, rho: np.ndarray, scv: np.ndarray) -> np.ndarray:
     """log(t_q / E[S]) at level z (arrays of one shape), inside the table."""
+    if _between_tables(discipline) is not None:
+        return _log_t_between(discipline, family, z, rho, scv)
     pieces = _interpolators(discipline)[family]
     if len(pieces) == 1:
         return pieces[0].log_t(z, rho, scv)
@@ -378,11 +456,13 @@ class Coverage:
         self.scv, self.mean = flat(svc._params["scv"]), flat(svc._params["mean"])
         self.servers = np.broadcast_to(inp.servers, shape).ravel()
         # The table of each point: the discipline's own on one core; for PS on c cores the M/G/c-PS
-        # table of that c where one is shipped (PS_MANY_CORES).
+        # table of that c where one is shipped (PS_MANY_CORES), or the two either side of it.
         self._tables = {1: discipline}
         if discipline == "ps":
-            self._tables.update({c: name for c, name in PS_MANY_CORES.items()
-                                 if self.family in families(name) and (self.servers == c).any()})
+            for c in np.unique(self.servers[self.stable & (self.servers > 1)]).tolist():
+                name = many_cores_table(int(c))
+                if name is not None and self.family in families(name):
+                    self._tables[int(c)] = name
         self.mask = np.zeros(self.size, dtype=bool)
         for c, name in self._tables.items():
             on = self.stable & (self.servers == c)
