@@ -34,8 +34,9 @@ iterations).  Interpolation errors against the direct computation, between the n
 measured by ``python tools/build_quantile_tables.py --check`` and quoted where each table is
 used.
 
-PS on 2, 4, 8 and 16 cores has a table of its own per core count (:data:`PS_MANY_CORES`, the same
-coordinates; :class:`Coverage` picks each point's); a core count between two of them is read from
+PS on 2, 4, 8, 16, 32 and 64 cores has a table of its own per core count (:data:`PS_MANY_CORES`, the
+same coordinates, scv from 0.0088: below 0.04 the rows of :mod:`capacity._ps_narrow_many_cores`;
+:class:`Coverage` picks each point's); a core count between two of them is read from
 the two either side (:func:`_log_t_between`).  Outside the grids (more cores than the largest table,
 ``rho > 0.999``, scv or q beyond the ranges) the callers
 compute the point directly; :class:`Coverage` says which points of a batch a table answers.
@@ -130,18 +131,26 @@ PS_HEAVY_TAIL_SCV = {"gamma": np.geomspace(0.04, 25.0 * (25.0 / 0.04) ** (2 / 17
 PS_HEAVY_TAIL_ANSWERS_TO = float(PS_HEAVY_TAIL_SCV["gamma"][3])
 #: Processor sharing on c > 1 cores (M/G/c-PS, the approximation of :mod:`capacity._ps_many_cores`:
 #: the tagged request's own CPU law exact, the others leaving as if theirs were exponential),
-#: tabulated for lognormal and gamma CPU at the core counts a service most often runs on, one file
-#: each (``tools/build_quantile_tables.py ps_c4 lognormal gamma``): the direct computation costs
-#: 0.1-0.7 s per load (4-14 s above utilisation 0.99), so a fit of tens of evaluations took 4-20 s.
-#: Core counts between them are read from the two either side (:func:`_log_t_between`).
-PS_MANY_CORES = {c: f"ps_c{c}" for c in (2, 4, 8, 16)}
+#: tabulated for lognormal and gamma CPU at powers of two up to a large machine's 64 cores, one file
+#: each (``tools/build_quantile_tables.py ps_c4 lognormal gamma``, ~12-20 min of CPU): the direct
+#: computation costs 0.1-0.7 s per load (4-14 s above utilisation 0.99), so a fit of tens of
+#: evaluations took 4-20 s.  Core counts between them are read from the two either side
+#: (:func:`_log_t_between`); more than 64 are computed directly.
+PS_MANY_CORES = {c: f"ps_c{c}" for c in (2, 4, 8, 16, 32, 64)}
 #: Their utilisations: :data:`RHO` up to 0.991 (above it, where the direct computation needs
 #: 10^3-10^4 states, computed directly).
 PS_MANY_CORES_RHO = RHO[:27]
-#: Their scv nodes: the main grid, gamma up to 8.0 (at 11.7 the build's time grid stepped over the
+#: Their scv nodes: the main grid continued down by four of its steps to 0.0088 (a busy loop's CPU,
+#: scv 0.001-0.01, is fitted there: below 0.04 each load took 40-80 ms directly, and a default fit
+#: on several cores 4-5 s), gamma up to 8.0 (at 11.7 the build's time grid stepped over the
 #: fall of P(T > t) at utilisation 0.75-0.92, as on one core, where the heavy-tail piece needed a
 #: finer one; above 8 the M/G/c-PS gamma is computed directly).
-PS_MANY_CORES_SCV = {"lognormal": SCV["lognormal"], "gamma": SCV["gamma"][:15]}
+#: Below this scv a M/G/c-PS table's rows are not the direct computation's (whose phase-type fit of
+#: a law this narrow fails) but ``log t`` linear in cv between deterministic CPU and this node
+#: (``near_constant_rows`` in ``tools/build_quantile_tables.py``, its error there).
+MANY_CORES_NEAR_CONSTANT_BELOW = 0.04
+_MANY_CORES_SCV = np.geomspace(0.04 * (0.04 / 25.0) ** (4 / 17), 25.0, 22)
+PS_MANY_CORES_SCV = {"lognormal": _MANY_CORES_SCV, "gamma": _MANY_CORES_SCV[:19]}
 FOLDER = pathlib.Path(__file__).resolve().parent / "tables"
 # Set by tools/build_quantile_tables.py so that a rebuild computes every point directly.
 disabled = False
@@ -280,10 +289,20 @@ def _log_t_between(discipline: str, family: str, z: np.ndarray, rho: np.ndarray,
 
     held at least the CPU time's own quantile (PS never beats it).  The weights are positive, so
     the result rises in q as the tables do.  Against the direct computation of
-    :mod:`capacity._ps_many_cores` (``python tools/measure_core_interpolation.py``) the error is
-    stated in :func:`capacity.ps.response_quantile`.  Without the M/M/c factor the error was about
-    twice as large at utilisation 0.85-0.95 (interpolated quantiles 4-6 % low for every scv there:
-    the tables' values fall faster than linearly in 1/c where queueing dominates).
+    :mod:`capacity._ps_many_cores` (``python tools/measure_core_interpolation.py``: lognormal scv
+    0.015-15, gamma 0.015-4, utilisation 0.1-0.95; largest / median, then the largest at p50 /
+    p90 / p99 / p99.9)::
+
+        c    lognormal                              gamma
+        3    5.6 / 0.48 %   1.7 / 2.2 / 3.8 / 5.6 %   5.4 / 0.60 %   1.6 / 2.6 / 4.9 / 5.4 %
+        6    5.3 / 0.33 %   1.3 / 2.6 / 3.4 / 5.3 %   6.1 / 0.30 %   1.3 / 2.5 / 4.7 / 6.1 %
+        12   4.6 / 0.19 %   1.8 / 2.8 / 3.4 / 4.6 %   5.0 / 0.09 %   0.8 / 2.1 / 5.0 / 5.0 %
+        24   4.4 / 0.03 %   2.0 / 3.3 / 3.2 / 4.4 %   4.1 / 0.03 %   0.8 / 2.7 / 4.1 / 3.0 %
+        48   4.2 / 0.00 %   2.3 / 3.2 / 2.9 / 4.2 %   5.7 / 0.00 %   0.9 / 2.1 / 3.0 / 5.7 %
+
+    (5 and 7 cores within 5.2 %).  Without the M/M/c factor the error was about twice as large at
+    utilisation 0.85-0.95 (interpolated quantiles 4-6 % low for every scv there: the tables' values
+    fall faster than linearly in 1/c where queueing dominates).
     """
     a_name, b_name, w, a, b, c = _between_tables(discipline)
     out = (w * (_log_t(a_name, family, z, rho, scv) - _mmc_log_mean(a, rho))

@@ -44,6 +44,7 @@ from ._ps_inversion import one_queue as _one_queue
 from ._ps_inversion import service_rows as _service_rows, solve_quantile as _solve_quantile
 from . import _ps_inversion
 from ._ps_near_constant import NearConstant, near_constant
+from . import _ps_narrow_many_cores as _narrow
 from ._ps_transform import _pad_ph, _ph_size_horizon, _ps1_sf_flat
 from .distributions import Service
 from .erlang import erlang_c
@@ -502,7 +503,7 @@ def response_sf(t: ArrayLike, arrival_rate: ArrayLike, service: Service | ArrayL
         out = _det_table.sf_or_direct(tb, q, shape, lambda t, sub, sh: _at_least_the_service(
             _SfEvaluator(sub, sh)(t), sh, lambda: sub.service.sf(t)))
     elif table.mask is None:
-        out = _at_least_the_service(_SfEvaluator(q, shape)(tb), shape, lambda: q.service.sf(tb))
+        out = _at_least_the_service(_sf_direct(tb, q, shape), shape, lambda: q.service.sf(tb))
     else:
         flat = np.ones(table.size)
         tf = tb.ravel()
@@ -517,7 +518,7 @@ def response_sf(t: ArrayLike, arrival_rate: ArrayLike, service: Service | ArrayL
         rest = table.stable & ~(table.mask & np.isfinite(flat)) & (tf > 0)
         if rest.any():
             sub = table.subset(rest)
-            flat[rest] = _at_least_the_service(_SfEvaluator(sub, sub.shape)(tf[rest]), sub.shape,
+            flat[rest] = _at_least_the_service(_sf_direct(tf[rest], sub, sub.shape), sub.shape,
                                                lambda: sub.service.sf(tf[rest]))
         out = flat.reshape(shape)
     out = _service_alone_when_idle(out, q, shape, lambda: q.service.sf(t_arr))
@@ -618,18 +619,20 @@ def response_quantile(q: ArrayLike, arrival_rate: ArrayLike, service: Service | 
     rho 0.6 (-8.4 %).  With many cores at light load nobody shares and the
     quantiles are the service's own, exactly.
 
-    **Lognormal and gamma on 2, 4, 8 and 16 cores come from shipped tables** of that
+    **Lognormal and gamma on 2, 4, 8, 16, 32 and 64 cores come from shipped tables** of that
     computation (:data:`capacity._quantile_table.PS_MANY_CORES`: 27 utilisations from 0.001 to
-    0.991 x scv nodes from 0.04, to 25 for lognormal and 8.0 for gamma x 40 levels; 0.1-0.7 s per
+    0.991 x scv nodes from 0.0088, to 25 for lognormal and 8.0 for gamma x 40 levels; 0.1-0.7 s per
     load directly, 4-14 s above utilisation 0.99, so a fit on 4 cores took 4-20 s).  Against the
-    direct computation midway between the nodes (``tools/build_quantile_tables.py --check ps_c2``
-    etc., every other cell, p50 / p90 / p99 / p99.9)::
+    direct computation midway between the nodes from scv 0.04 (``tools/build_quantile_tables.py
+    --check ps_c2`` etc., every other cell, p50 / p90 / p99 / p99.9)::
 
         c   lognormal (117 points)      gamma (91 points)          gamma but scv 0.1
         2   0.9 / 1.8 / 1.5 / 2.0 %     1.7 / 1.8 / 3.3 / 4.8 %    0.4 / 0.2 / 0.4 / 0.9 %
         4   1.5 / 2.4 / 1.9 / 2.1 %     1.6 / 2.3 / 3.4 / 4.9 %    0.6 / 0.2 / 0.4 / 0.8 %
         8   1.7 / 2.5 / 2.5 / 2.2 %     1.5 / 2.3 / 4.2 / 5.5 %    0.9 / 0.2 / 0.3 / 1.1 %
         16  2.1 / 3.2 / 2.6 / 2.7 %     1.4 / 2.8 / 4.9 / 5.6 %    1.1 / 0.3 / 0.7 / 1.5 %
+        32  2.3 / 3.3 / 2.8 / 2.8 %     1.3 / 3.1 / 4.6 / 5.9 %    (143 and 117 points,
+        64  2.3 / 3.6 / 3.1 / 2.3 %     1.5 / 3.1 / 5.5 / 7.0 %     scv from 0.011)
 
     with medians of 1e-5 to 4e-4.  The largest differences are where the direct computation jumps
     between nearby scv values as its phase-type fit changes structure (lognormal near scv 1: at
@@ -640,25 +643,24 @@ def response_quantile(q: ArrayLike, arrival_rate: ArrayLike, service: Service | 
     -0.2 / -1.3 / -3.5 / -5.6 % (99 % half-widths 0.4 / 1.1 / 2.3 / 5.0 %;
     ``tests/test_quantile_table.py``).
 
-    **Core counts between those tables** (3, 5-7, 9-15) are read from the two either side,
-    ``a < c < b`` (a labelled approximation, :func:`capacity._quantile_table._log_t_between`):
-    each table's quantile over the M/M/c mean response at its own core count (Erlang C), its
-    logarithm linear in ``1 / c``, times the M/M/c mean at ``c``; never below the CPU time's own
-    quantile.  Against the direct computation (``python tools/measure_core_interpolation.py``:
-    lognormal scv 0.1-15, gamma 0.1-4, utilisation 0.1-0.95; largest / median, then the largest
-    at p50 / p90 / p99 / p99.9)::
+    **Nearly constant CPU on several cores** (gamma and lognormal below scv 0.04; a busy loop's
+    handler): ``log t`` linear in the coefficient of variation between deterministic CPU (the
+    extra-delay path below) and the same law at scv 0.04 (:mod:`capacity._ps_narrow_many_cores`;
+    the tables' rows below 0.04 are this rule).  The phase-type path cannot follow a law this narrow
+    and was far off: gamma scv 0.0106 on 4 cores at utilisation 0.8 gave p50 / p90 / p99 / p99.9
+    0.996 / 1.29 / 2.90 / 4.95 s for 1.37 / 3.08 / 5.68 / 8.53 simulated (E[S] = 1 s).  Against
+    exact PS simulation the rule is within -2.3 % to +9.5 % (p50-p99.9, 2-8 cores, utilisation
+    0.5-0.95; high in the tails, as the law at scv 0.04 is on many cores; table in that module).
 
-        c    lognormal                              gamma
-        3    5.7 / 0.41 %   1.7 / 2.2 / 3.8 / 5.6 %   5.6 / 0.46 %   1.4 / 2.6 / 5.0 / 5.5 %
-        6    5.3 / 0.29 %   1.3 / 2.6 / 3.5 / 5.3 %   6.2 / 0.26 %   1.3 / 2.6 / 4.7 / 6.2 %
-        12   4.6 / 0.18 %   1.8 / 2.8 / 3.5 / 4.6 %   5.1 / 0.06 %   0.8 / 2.2 / 5.1 / 5.1 %
-
-    (5 and 7 cores within 5.3 %).  The largest differences are at scv 0.1, utilisation 0.3-0.85,
-    p99-p99.9, where the knee of a nearly constant law moves with c; against exact PS simulation
-    (1.5e6 requests, ``tests/test_ps_many_cores.py``) lognormal scv 2 on 6 cores at utilisation
-    0.85 is within 2.6 % (direct 2.0 %) and gamma scv 0.1 on 3 cores at 0.5 within 2.4 % (direct
-    4.6 %).  A fit on 3 or 6 cores took 8-9 s computed directly; 0.2-0.3 s this way.  Core counts
-    above 16, utilisation above 0.991 and scv outside the nodes are computed directly.
+    **Core counts between those tables** (3, 5-7, 9-15, 17-31, 33-63) are read from the two either
+    side (a labelled approximation, :func:`capacity._quantile_table._log_t_between`: each table's
+    quantile over the M/M/c mean response, its log linear in ``1 / c``): against the direct
+    computation at most 6.1 % (median 0-0.6 %; c = 3-48, lognormal scv 0.015-15, gamma 0.015-4,
+    utilisation 0.1-0.95, p50-p99.9; table in that docstring), against exact PS simulation (1.5e6
+    requests, ``tests/test_ps_many_cores.py``) lognormal scv 2, 6 cores, rho 0.85 within 2.6 %
+    (direct 2.0 %), gamma scv 0.1, 3 cores, rho 0.5 within 2.4 % (direct 4.6 %).  A fit on 3 or 6
+    cores took 8-9 s directly, 0.2-0.3 s this way.  More than 64 cores, utilisation above 0.991
+    and scv outside the nodes are computed directly.
 
     The deterministic row was measured on the former Erlang-pair path; the extra-delay path
     that replaced it (:func:`response_sf`; 5-9x faster, and exact for the chain to 0.6 %) against
@@ -800,7 +802,7 @@ def response_quantile(q: ArrayLike, arrival_rate: ArrayLike, service: Service | 
     if inp.service.family == "deterministic" and _det_table.available():   # M/D/1-PS: its table
         res = _det_table.quantile_or_direct(qb, inp, shape, _direct_quantile)
     elif table.mask is None:
-        res = _direct_quantile(qb, inp, shape, stable)
+        res = _quantile_direct(qb, inp, shape, stable)
     else:
         qf = qb.ravel()
         flat = np.full(table.size, np.inf)
@@ -812,10 +814,19 @@ def response_quantile(q: ArrayLike, arrival_rate: ArrayLike, service: Service | 
         rest = table.stable & ~(m & np.isfinite(flat))
         if rest.any():
             sub = table.subset(rest)
-            flat[rest] = _direct_quantile(qf[rest], sub, sub.shape, sub.stable)
+            flat[rest] = _quantile_direct(qf[rest], sub, sub.shape, sub.stable)
         res = flat.reshape(shape)
     res = _service_alone_when_idle(res, inp, shape, lambda: inp.service.ppf(qb))
     return scalar_out(np.where(stable, res, np.inf))
+
+
+def _sf_direct(t: np.ndarray, inp, shape: tuple) -> np.ndarray:
+    """P(T > t) from the transforms; nearly constant CPU on several cores by its own rule."""
+    return _narrow.direct_sf(t, inp, shape, lambda x, i, sh: _SfEvaluator(i, sh)(x), response_quantile)
+
+
+def _quantile_direct(qb: np.ndarray, inp, shape: tuple, stable: np.ndarray) -> np.ndarray:
+    return _narrow.direct_quantile(qb, inp, shape, stable, _direct_quantile, response_quantile)
 
 
 def _quantiles_on_grid(inp, shape: tuple, target: np.ndarray) -> np.ndarray | None:

@@ -113,6 +113,11 @@ SIM_CASES = [
     # +2.0/+0.4/+0.7/+0.5 % and -0.3/-0.2/+2.3/+4.6 %).
     (Service.lognormal(1.0, 2.0), 6, 0.85, (0.04, 0.03, 0.04, 0.05)),
     (Service.gamma(1.0, 0.1), 3, 0.5, (0.02, 0.02, 0.04, 0.05)),
+    # Nearly constant CPU (_ps_narrow_many_cores, from the tables' rows below scv 0.04): measured
+    # -0.6/+1.2/+3.0/+3.3 % and -1.2/+2.5/+7.7/+9.5 % (seed 20261207).  The phase-type path they
+    # replace gave -27/-58/-49/-42 % for gamma scv 0.0106 on 4 cores at 0.8.
+    (Service.gamma(1.0, 0.01), 4, 0.8, (0.01, 0.02, 0.04, 0.05)),
+    (Service.lognormal(1.0, 0.02), 8, 0.6, (0.02, 0.03, 0.08, 0.10)),
 ]
 
 
@@ -128,12 +133,12 @@ def test_quantiles_agree_with_simulation(svc, c, rho, tol):
         assert abs(pred / ci.estimate - 1) <= err + ci.half_width / ci.estimate, (q, pred, ci)
 
 
-@pytest.mark.parametrize("c", [3, 12])
+@pytest.mark.parametrize("c", [3, 12, 24])
 def test_core_counts_between_the_tables_agree_with_the_direct_computation(c):
     """Lognormal and gamma CPU on a core count without a table of its own are read between the
     two shipped tables either side (``_quantile_table._log_t_between``), where the direct
     computation takes ~1 s a batch; over the grid of ``tools/measure_core_interpolation.py`` the
-    two differ by at most 6.2 % (median 0.2-0.5 %).  Without the M/M/c mean factor the same
+    two differ by at most 6.1 % (median 0-0.6 %).  Without the M/M/c mean factor the same
     reading was 4-6 % low at every scv at utilisation 0.85-0.95 (medians 0.5-1.5 %)."""
     from capacity import _quantile_table as table_mod
 
@@ -149,6 +154,44 @@ def test_core_counts_between_the_tables_agree_with_the_direct_computation(c):
             table_mod.disabled = False
         err = np.abs(read / direct - 1)
         assert err.max() <= 0.065 and np.median(err) <= 0.01, (family, err)
+
+
+def test_nearly_constant_cpu_off_the_tables_follows_the_same_rule():
+    """Below scv 0.04 on several cores the tables' rows are log t linear in cv between deterministic
+    CPU and the law at scv 0.04 (``_ps_narrow_many_cores``); off the tables (here: tables disabled)
+    the same rule is computed directly, and P(T > t) inverts it."""
+    from capacity import _quantile_table as table_mod
+
+    svc, levels = Service.gamma(1.0, 0.015), np.array([0.5, 0.9, 0.99, 0.999])
+    read = np.asarray(ps.response_quantile(levels, 0.7 * 4, svc, servers=4))
+    table_mod.disabled = True
+    try:
+        direct = np.asarray(ps.response_quantile(levels, 0.7 * 4, svc, servers=4))
+        back = np.asarray(ps.response_sf(direct, 0.7 * 4, svc, servers=4))
+        det = np.asarray(ps.response_quantile(levels, 0.7 * 4, Service.deterministic(1.0), servers=4))
+        anchor = np.asarray(ps.response_quantile(levels, 0.7 * 4, Service.gamma(1.0, 0.04), servers=4))
+    finally:
+        table_mod.disabled = False
+    w = np.sqrt(0.015 / 0.04)
+    np.testing.assert_allclose(direct, det ** (1 - w) * anchor ** w, rtol=1e-12)
+    np.testing.assert_allclose(read, direct, rtol=0.01)      # the tables' spline between their rows
+    np.testing.assert_allclose(back, 1 - levels, rtol=1e-4)
+
+
+@settings(max_examples=40, deadline=None)
+@given(family=st.sampled_from(["gamma", "lognormal"]), scv=st.floats(0.009, 0.04), c=st.integers(2, 64),
+       rho=st.floats(0.02, 0.95), q=st.floats(1e-3, 0.999))
+def test_nearly_constant_quantiles_on_many_cores_are_bounded_and_monotone(family, scv, c, rho, q):
+    """As the property below, for the nearly constant laws read from the tables' rows below scv 0.04
+    and between core counts."""
+    svc = getattr(Service, family)(0.01, scv)
+    lam = rho * c / svc.mean
+    levels = np.array([q, q + 0.5 * (1 - q)])
+    low, high = np.asarray(ps.response_quantile(levels, lam, svc, servers=c))
+    assert low >= svc.ppf(q) * (1 - 1e-9)
+    assert high >= low * (1 - 1e-6)
+    busier = float(ps.response_quantile(q, min(rho * 1.05, 0.97) * c / svc.mean, svc, servers=c))
+    assert busier >= low * (1 - 1e-3)
 
 
 FAMILIES = st.sampled_from(["deterministic", "gamma", "lognormal", "erlang", "hyperexponential"])

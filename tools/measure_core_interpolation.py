@@ -3,10 +3,10 @@
 
 Usage (from the repository root)::
 
-    python tools/measure_core_interpolation.py                 # c = 3 5 6 7 12, ~1 min
+    python tools/measure_core_interpolation.py                 # c = 3 5 6 7 12 24 48, ~3 min
     python tools/measure_core_interpolation.py 3 24 48         # other core counts
 
-For each core count, lognormal CPU (scv 0.1, 0.5, 1, 2, 5, 15) and gamma CPU (0.1, 1, 4), at
+For each core count, lognormal CPU (scv 0.015, 0.1, 0.5, 1, 2, 5, 15) and gamma CPU (0.015, 0.1, 1, 4), at
 utilisations 0.1, 0.3, 0.5, 0.7, 0.85 and 0.95 and levels p50, p90, p99, p99.9, it prints the
 largest and the median relative difference between :func:`capacity.ps.response_quantile` (read
 between the two shipped core counts either side, ``capacity._quantile_table._log_t_between``) and
@@ -24,7 +24,7 @@ import numpy as np
 from capacity import Service, ps
 from capacity import _quantile_table as table_mod
 
-FAMILIES = {"lognormal": (0.1, 0.5, 1.0, 2.0, 5.0, 15.0), "gamma": (0.1, 1.0, 4.0)}
+FAMILIES = {"lognormal": (0.015, 0.1, 0.5, 1.0, 2.0, 5.0, 15.0), "gamma": (0.015, 0.1, 1.0, 4.0)}
 RHO = (0.1, 0.3, 0.5, 0.7, 0.85, 0.95)
 LEVELS = (0.5, 0.9, 0.99, 0.999)
 
@@ -55,4 +55,4 @@ def main(counts: list[int]) -> None:
 
 
 if __name__ == "__main__":
-    main([int(a) for a in sys.argv[1:]] or [3, 5, 6, 7, 12])
+    main([int(a) for a in sys.argv[1:]] or [3, 5, 6, 7, 12, 24, 48])
