@@ -337,6 +337,22 @@ def scv_range(discipline: str, family: str) -> tuple[float, float] | None:
     return pieces[0].lo, pieces[-1].hi
 
 
+def ps_scv_range(family: str, servers) -> tuple[float, float] | None:
+    """The scv range the PS tables cover for this family on every core count in ``servers`` (one
+    core's table, or the M/G/c-PS ones; a core count no table answers counts as one core's), or
+    None.  A fit's search stays inside it, so that no evaluation is computed directly."""
+    ranges = []
+    for c in np.unique(np.asarray(servers, dtype=int)).tolist():
+        name = many_cores_table(int(c)) if c > 1 else None
+        found = scv_range(name or "ps", family)
+        if found is None:
+            return None
+        ranges.append(found)
+    if not ranges:
+        return scv_range("ps", family)
+    return max(r[0] for r in ranges), min(r[1] for r in ranges)
+
+
 def covered(discipline: str, family: str, rho: np.ndarray, scv: np.ndarray) -> np.ndarray:
     """Which (rho, scv) points, one core assumed, lie inside the table."""
     if family not in families(discipline):

@@ -84,9 +84,9 @@ class SearchSpace:
                 # The PS transform's phase-type fit grows with 1/scv and with scv: bound the
                 # search where one evaluation stays affordable -- or, for a family the shipped PS
                 # table covers, to the table's scv range (benchmarks/bench_fit.py measures both).
-                from .._quantile_table import scv_range
+                from .._quantile_table import ps_scv_range
 
-                tabled = scv_range("ps", family)
+                tabled = ps_scv_range(family, obs.servers)
                 # Nearly constant CPU (fixed-work handlers, scv 0.01-0.1) is reachable wherever a
                 # table reaches down to it.  Lognormal is held to its tables (0.01-25); gamma is
                 # tabled from 0.01 to 5.5 and computed directly (slowly, but right) up to scv 20 --

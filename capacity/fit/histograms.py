@@ -590,8 +590,8 @@ def _bounds(bm: _BucketModel, data: _Windows, opts) -> tuple[np.ndarray, np.ndar
         elif name == "log_scv":
             a, b = SCV_DOMAIN[opts.family]
             if opts.discipline in ("ps", "rr"):
-                from .._quantile_table import scv_range
-                a, b = scv_range("ps", opts.family) or (max(a, 0.05), min(b, 20.0))
+                from .._quantile_table import ps_scv_range
+                a, b = ps_scv_range(opts.family, data.servers) or (max(a, 0.05), min(b, 20.0))
             lo.append(math.log(a))
             hi.append(math.log(b))
         else:  # delay, in units of t_ref: no request was faster than it
