@@ -16,6 +16,11 @@ Baseline, in the same process: the former path for deterministic CPU (Erlang pai
 E(32) for the tagged size, ``_ps_many_cores.DETERMINISTIC_DELAY = False``); the other laws have
 one path only (both columns time it).
 
+``--between-cores``: lognormal (scv 2) and gamma (scv 0.5) CPU on core counts without a table of
+their own (3, 6, 12, 24, 48), read between the two tables either side: a 20-rate p99 sweep and
+a whole default ``from_percentiles`` fit (four percentiles at one load); baseline, in the same
+process, the direct computation (every table disabled) of the same sweep.
+
 ``--light-tail``: deterministic CPU on one core, what a histogram fit of a day asks each time it
 evaluates the model: 40 levels (q 0.001 to 1 - 1e-6) at 24 light loads (utilisation 0.02-0.16).
 The table answers all of them; baseline, in the same process, the former path: the direct
@@ -105,6 +110,28 @@ def many_cores() -> None:
             print(f"  {name:16s} c={c}  {fast:8.0f} ms   former {slow:8.0f} ms   ratio {slow / fast:5.1f}")
 
 
+def between_cores() -> None:
+    import warnings
+
+    from capacity import _quantile_table
+    from capacity.fit import from_percentiles
+
+    print("M/G/c-PS between the tables: 20-rate p99 sweep (rho 0.05-0.95), best of 3; default fit, best of 3")
+    for name, svc in (("lognormal scv 2", Service.lognormal(0.025, 2.0)), ("gamma scv 0.5", Service.gamma(0.025, 0.5))):
+        for c in (3, 6, 12, 24, 48):
+            if _quantile_table.many_cores_table(c) is None:
+                continue
+            lam = np.linspace(0.05, 0.95, 20) * c / 0.025
+            fast = best_ms(lambda: ps.response_quantile(0.99, lam, svc, servers=c))
+            slow = direct_ms(lambda: ps.response_quantile(0.99, lam, svc, servers=c))
+            obs = dict(zip(Q.tolist(), ps.response_quantile(Q, 0.6 * c / 0.025, svc, servers=c)))
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                fit = best_ms(lambda: from_percentiles(obs, 0.6 * c / 0.025, servers=c))
+            print(f"  {name:16s} c={c:2d}  sweep {fast:7.1f} ms   direct {slow:8.0f} ms   ratio {slow / fast:6.0f}"
+                  f"   default fit {fit:6.0f} ms")
+
+
 def many_levels() -> None:
     """Many levels of one queue (a latency curve): one grid of P(T > t) against a Newton solve per
     level (the grid switched off) in the same process."""
@@ -150,6 +177,9 @@ def main() -> None:
         return
     if "--many-cores" in sys.argv:
         many_cores()
+        return
+    if "--between-cores" in sys.argv:
+        between_cores()
         return
     if "--many-levels" in sys.argv:
         many_levels()

@@ -6,10 +6,11 @@ exponential (:func:`_mgc_sf_pdf`); and, where the request never shares a core, i
 CPU-time law instead of the PH fit (:class:`_NoShareSwap`).  Deterministic CPU time has its own
 path (:func:`_det_sf_pdf`): the extra delay ``T - x`` of a fixed attained-service clock.  The
 method and its measured error are in :func:`capacity.ps.response_sf` and
-:func:`capacity.ps.response_quantile`.  Lognormal and gamma CPU on 2, 4, 8 and 16 cores are read
-from shipped tables of this computation (:data:`capacity._quantile_table.PS_MANY_CORES`), and on
-the core counts between them from the two tables either side; the figures below are this path's,
-which answers every other case.
+:func:`capacity.ps.response_quantile`.  Lognormal and gamma CPU on 2, 4, 8, 16, 32 and 64 cores
+are read from shipped tables of this computation (:data:`capacity._quantile_table.PS_MANY_CORES`),
+and on the core counts between them from the two tables either side; below scv 0.04 they take
+:mod:`capacity._ps_narrow_many_cores` instead (a phase-type fit cannot follow so narrow a law).
+The figures below are this path's, which answers every other case.
 
 M/G/c-PS figures (``python benchmarks/bench_ps.py --many-cores``: a 20-rate p99 sweep, rho
 0.0625-0.94, E[S] = 25 ms, best of 3, on a shared 2-core machine under load; "former" = the
