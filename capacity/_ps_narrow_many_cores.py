@@ -83,9 +83,10 @@ def _law(inp, shape: tuple, mask: np.ndarray) -> Service:
 def sf(t: np.ndarray, inp, shape: tuple, mask: np.ndarray, ps_quantile, iterations: int = 12) -> np.ndarray:
     """``P(T > t)`` at the points ``mask`` (flat), ``t`` (seconds) over those points: the level
     whose :func:`quantile` is ``t``, bracketed on the tables' levels (q 0.001 to 1 - 1e-6) and
-    refined by Illinois steps; outside them the CPU time's own ``P(S > t)`` (T >= S) above, and
-    the last level's below."""
-    lam, servers, mean, w, det, anchor = _ends(inp, shape, mask)
+    refined by Illinois steps.  Below the first level's time 0.999, beyond the last the last two
+    levels' slope in ``(log t, z)`` continued; never below the CPU time's own ``P(S > t)``
+    (T >= S).  Costs 40 quantiles of each end per point: for the few points off the tables."""
+    lam, servers, mean, w, _, _ = _ends(inp, shape, mask)
     n = t.size
     levels = -np.expm1(-np.exp(Z))
 
