@@ -38,8 +38,8 @@ from scipy import special
 from ._checks import check_nonnegative, check_quantile, scalar_out
 from ._common import prepare, solve_increasing
 from ._laplace import _euler_weights
-# The service transforms live in _fcfs_transforms; two stay importable from here (tests).
 from ._fcfs_convolution import _GL_W_FULL, _GL_X, _Z_END, _ShapeFamily, gamma_plus_wait
+# The service transforms live in _fcfs_transforms; two stay importable from here (tests).
 from ._fcfs_transforms import _CTORS, _make_table, _numeric_tail_transform, _tail_transform, _TransformTable  # noqa: F401
 from .distributions import Service
 
