@@ -622,3 +622,25 @@ def test_a_cpu_cost_that_contradicts_the_histograms_is_said():
     # In-process the queue is invisible and the check is not made (see _check_cpu_cost).
     inside = from_histograms(busy_day, discipline="fcfs", family="lognormal", delay=None, measured_at="in_process")
     assert inside.contradictions_ == ()
+
+
+def test_a_ps_fit_on_several_cores_searches_only_what_the_tables_hold(monkeypatch):
+    """On 4 cores the M/G/c-PS gamma table stops at scv 8 (one core's reaches 11.7): a PS gamma fit
+    of histograms of scv 12 stops at 8 and says so, reading every evaluation from the table, where
+    it used to compute those beyond 8 directly (0.1-0.7 s a load, 24 windows an evaluation)."""
+    import capacity.ps as ps_module
+
+    svc, c = Service.gamma(0.02, 12.0), 4
+    le = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5]
+    rates = np.linspace(40.0, 140.0, 6)
+    below = 1.0 - np.asarray(ps.response_sf(le, rates[:, None], svc, servers=c))
+    windows = [{"bounds": le, "counts": 600 * r * np.diff(np.r_[0.0, b, 1.0]), "arrival_rate": r}
+               for r, b in zip(rates, below)]
+
+    def direct(*args, **kwargs):
+        raise AssertionError("an M/G/c-PS point was computed directly")
+
+    monkeypatch.setattr(ps_module, "_mgc_sf_pdf", direct)
+    with pytest.warns(FitWarning, match="bound"):
+        fit = from_histograms(windows, servers=c, discipline="ps", family="gamma", delay=None)
+    assert fit.scv_ == pytest.approx(8.03, rel=0.01)
