@@ -54,30 +54,36 @@ def narrow(inp, shape: tuple) -> np.ndarray | None:
     return mask if mask.any() else None
 
 
-def _ends(inp, shape: tuple, mask: np.ndarray):
-    """Rate, cores, mean, weight w and the two end laws of the chosen points (flat)."""
-    flat = lambda v: np.broadcast_to(np.asarray(v, dtype=float), shape).ravel()[mask]  # noqa: E731
-    lam, mean, scv = flat(inp.arrival_rate), flat(inp.service._params["mean"]), flat(inp.service._params["scv"])
-    servers = np.broadcast_to(inp.servers, shape).ravel()[mask]
-    w = np.sqrt(scv / MANY_CORES_NEAR_CONSTANT_BELOW)
-    anchor = getattr(Service, inp.service.family)(mean, np.full(mean.shape, MANY_CORES_NEAR_CONSTANT_BELOW))
-    return lam, servers, mean, w, Service.deterministic(mean), anchor
-
-
-def quantile(q: np.ndarray, inp, shape: tuple, mask: np.ndarray, ps_quantile) -> np.ndarray:
-    """``t_q`` (seconds) at the points ``mask`` (flat) of the batch; ``q`` over those points;
-    ``ps_quantile`` is :func:`capacity.ps.response_quantile` (passed in: no import circle)."""
-    lam, servers, _, w, det, anchor = _ends(inp, shape, mask)
-    t_det = np.asarray(ps_quantile(q, lam, det, servers), dtype=float)
-    t_anchor = np.asarray(ps_quantile(q, lam, anchor, servers), dtype=float)
-    # Never below the CPU time's own quantile (PS never beats it), which the rule does not promise.
-    return np.maximum(np.exp((1.0 - w) * np.log(t_det) + w * np.log(t_anchor)), _law(inp, shape, mask).ppf(q))
-
-
 def _law(inp, shape: tuple, mask: np.ndarray) -> Service:
     """The CPU-time law of the chosen points (flat)."""
     flat = lambda v: np.broadcast_to(np.asarray(v, dtype=float), shape).ravel()[mask]  # noqa: E731
     return getattr(Service, inp.service.family)(flat(inp.service._params["mean"]), flat(inp.service._params["scv"]))
+
+
+def _rule(inp, shape: tuple, mask: np.ndarray, ps_quantile):
+    """``log_t(q, rows)``: the rule's log t_q at rows ``rows`` of the chosen points (flat), both
+    ends by ``ps_quantile`` (:func:`capacity.ps.response_quantile`, passed in: no import circle)."""
+    lam = np.broadcast_to(np.asarray(inp.arrival_rate, dtype=float), shape).ravel()[mask]
+    servers = np.broadcast_to(inp.servers, shape).ravel()[mask]
+    law = _law(inp, shape, mask)
+    mean, scv = law._params["mean"], law._params["scv"]
+    w = np.sqrt(scv / MANY_CORES_NEAR_CONSTANT_BELOW)
+
+    def log_t(q: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        m = mean[rows]
+        anchor = getattr(Service, inp.service.family)(m, np.full(rows.size, MANY_CORES_NEAR_CONSTANT_BELOW))
+        t_det = np.asarray(ps_quantile(q, lam[rows], Service.deterministic(m), servers[rows]), dtype=float)
+        t_anchor = np.asarray(ps_quantile(q, lam[rows], anchor, servers[rows]), dtype=float)
+        return (1.0 - w[rows]) * np.log(t_det) + w[rows] * np.log(t_anchor)
+
+    return log_t
+
+
+def quantile(q: np.ndarray, inp, shape: tuple, mask: np.ndarray, ps_quantile) -> np.ndarray:
+    """``t_q`` (seconds) at the points ``mask`` (flat) of the batch; ``q`` over those points."""
+    log_t = _rule(inp, shape, mask, ps_quantile)
+    # Never below the CPU time's own quantile (PS never beats it), which the rule does not promise.
+    return np.maximum(np.exp(log_t(q, np.arange(q.size))), _law(inp, shape, mask).ppf(q))
 
 
 def sf(t: np.ndarray, inp, shape: tuple, mask: np.ndarray, ps_quantile, iterations: int = 12) -> np.ndarray:
@@ -86,17 +92,12 @@ def sf(t: np.ndarray, inp, shape: tuple, mask: np.ndarray, ps_quantile, iteratio
     refined by Illinois steps.  Below the first level's time 0.999, beyond the last the last two
     levels' slope in ``(log t, z)`` continued; never below the CPU time's own ``P(S > t)``
     (T >= S).  Costs 40 quantiles of each end per point: for the few points off the tables."""
-    lam, servers, mean, w, _, _ = _ends(inp, shape, mask)
+    rule = _rule(inp, shape, mask, ps_quantile)
     n = t.size
     levels = -np.expm1(-np.exp(Z))
 
     def log_t(z: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        qz = -np.expm1(-np.exp(z))
-        cores = servers[rows]
-        a = np.asarray(ps_quantile(qz, lam[rows], Service.deterministic(mean[rows]), cores), dtype=float)
-        b = np.asarray(ps_quantile(qz, lam[rows], getattr(Service, inp.service.family)(
-            mean[rows], np.full(rows.size, MANY_CORES_NEAR_CONSTANT_BELOW)), cores), dtype=float)
-        return (1.0 - w[rows]) * np.log(a) + w[rows] * np.log(b)
+        return rule(-np.expm1(-np.exp(z)), rows)
 
     all_rows = np.repeat(np.arange(n), Z.size)
     nodes = log_t(np.tile(Z, n), all_rows).reshape(n, Z.size)

@@ -287,8 +287,8 @@ def _log_t_between(discipline: str, family: str, z: np.ndarray, rho: np.ndarray,
         log t_c = w (log t_a - log m_a) + (1 - w) (log t_b - log m_b) + log m_c,
         w = (1/c - 1/b) / (1/a - 1/b),  m_k = 1 + C(k, k rho) / (k (1 - rho)),
 
-    held at least the CPU time's own quantile (PS never beats it).  The weights are positive, so
-    the result rises in q as the tables do.  Against the direct computation of
+    which :mod:`capacity.ps` holds at least the CPU time's own quantile (PS never beats it), as it
+    does every table's.  The weights are positive, so the result rises in q as the tables do.  Against the direct computation of
     :mod:`capacity._ps_many_cores` (``python tools/measure_core_interpolation.py``: lognormal scv
     0.015-15, gamma 0.015-4, utilisation 0.1-0.95; largest / median, then the largest at p50 /
     p90 / p99 / p99.9)::
@@ -305,14 +305,9 @@ def _log_t_between(discipline: str, family: str, z: np.ndarray, rho: np.ndarray,
     fall faster than linearly in 1/c where queueing dominates).
     """
     a_name, b_name, w, a, b, c = _between_tables(discipline)
-    out = (w * (_log_t(a_name, family, z, rho, scv) - _mmc_log_mean(a, rho))
-           + (1.0 - w) * (_log_t(b_name, family, z, rho, scv) - _mmc_log_mean(b, rho))
-           + _mmc_log_mean(c, rho))
-    from .distributions import Service
-
-    own = np.asarray(getattr(Service, family)(1.0, scv).ppf(-np.expm1(-np.exp(z))), dtype=float)
-    with np.errstate(divide="ignore"):
-        return np.maximum(out, np.log(own))
+    return (w * (_log_t(a_name, family, z, rho, scv) - _mmc_log_mean(a, rho))
+            + (1.0 - w) * (_log_t(b_name, family, z, rho, scv) - _mmc_log_mean(b, rho))
+            + _mmc_log_mean(c, rho))
 
 
 def families(discipline: str) -> tuple[str, ...]:
