@@ -197,9 +197,13 @@ class _Model:
         svc = self.svc
         if svc.family in _CTORS and np.ndim(svc._params["mean"]) > 0:
             svc = _CTORS[svc.family]({k: v[idx] for k, v in svc._params.items() if k in ("mean", "scv", "k")})
-            return _Model(self.lam[idx], self.c[idx], svc, self.m1[idx])
-        sub = _Model(self.lam[idx], self.c[idx], svc, self.m1[idx])
-        sub.table = self.table  # same service: share the tabulated transform
+        # Every per-point quantity sliced, not recomputed: a root finder takes the unfinished points
+        # at each step, and rebuilding them (Erlang C on several servers) was half its time.
+        sub = object.__new__(_Model)
+        sub.__dict__.update({k: v[idx] if isinstance(v, np.ndarray) else v for k, v in self.__dict__.items()})
+        sub.svc, sub.n = svc, idx.size
+        if svc is not self.svc:
+            sub.table = _make_table(svc)   # None for a batch of laws; the same service shares its own
         return sub
 
     # -- transforms of the tails, s of shape (n, K)
