@@ -14,8 +14,9 @@ both ends computed by :mod:`capacity.ps` (deterministic CPU by its extra-delay p
 the M/G/c-PS tables or directly).  Why cv: the response's spread about the knee (the request served
 alone) scales with the CPU time's standard deviation, as for FCFS below its tables
 (:func:`capacity._quantile_table._fcfs_below_table`).  The M/G/c-PS tables' rows below scv 0.04 are
-this rule (``tools/build_quantile_tables.py``), so the points they hold are read from them; this
-module answers the others (utilisation above 0.991, more cores than the largest table).
+this rule (``tools/build_quantile_tables.py``), so the points they hold are read from them (above
+their top utilisation, 0.991, through one core's table from scv 0.01); this module answers the
+others (scv below 0.01 above 0.991, utilisation above 0.999, more cores than the largest table).
 
 Against exact PS simulation (1-1.5e6 requests, E[S] = 1 s; 99 % batch-means half-widths in
 brackets; the first and last rows are in ``tests/test_ps_many_cores.py``)::

@@ -550,13 +550,10 @@ def response_quantile(q: ArrayLike, arrival_rate: ArrayLike, service: Service | 
     guess ``E[T] (-log(1 - q))`` and the size quantile ``/(1 - rho)``.  Exact for exponential, Erlang, hyperexponential
     and integer-shape gamma service on one core and for exponential service
     on ``c`` cores (numerical error ~1e-9 absolute in the probability, so
-    tail quantiles are reliable to about q = 1 - 1e-6).  Exception: with
-    exponential service on ``c > 1`` cores above utilisation 0.9993 (other
-    laws above 0.9965) (where the
-    exact chain would need more than 50,000 states) the cores are treated as
-    one core ``c`` times faster -- the heavy-traffic limit, with relative
-    error O(c (1 - rho)): 1.6 % at p50 and 0.3 % at p99 for c = 3 at
-    rho = 0.993, ten times less at the switch.
+    tail quantiles are reliable to about q = 1 - 1e-6).  Exception: with exponential service on
+    ``c > 1`` cores above utilisation 0.9993 (other laws above 0.9965: where the exact chain would
+    need more than 50,000 states) the cores are one core ``c`` times faster -- the heavy-traffic
+    limit, relative error O(c (1 - rho)): for c = 3 at 0.993, 1.6 % at p50, 0.3 % at p99.
 
     Other service distributions on one core are approximations: near-constant laws (see below),
     lognormal (through a table, see below), gamma, empirical and scipy laws use a hyper-Erlang PH fit of the whole
@@ -659,8 +656,13 @@ def response_quantile(q: ArrayLike, arrival_rate: ArrayLike, service: Service | 
     utilisation 0.1-0.95, p50-p99.9; table in that docstring), against exact PS simulation (1.5e6
     requests, ``tests/test_ps_many_cores.py``) lognormal scv 2, 6 cores, rho 0.85 within 2.6 %
     (direct 2.0 %), gamma scv 0.1, 3 cores, rho 0.5 within 2.4 % (direct 4.6 %).  A fit on 3 or 6
-    cores took 8-9 s directly, 0.2-0.3 s this way.  More than 64 cores, utilisation above 0.991
-    and scv outside the nodes are computed directly.
+    cores took 8-9 s directly, 0.2-0.3 s this way.  Above utilisation 0.991, to 0.999, the tables
+    are carried to the heavy-traffic limit (:func:`capacity._quantile_table._log_t_heavy`): at
+    0.993-0.995 on 2-16 cores within 1.2 % (lognormal p50-p99) / 2.8 % (gamma) of the direct
+    computation, 6.5 % at worst (gamma scv 6 at p10, 3.3 % off at the top already), where that took
+    35-50 s for 40 points (``tools/measure_heavy_traffic.py``).  Deterministic CPU on several cores
+    is read from the same tables (:mod:`capacity._ps_deterministic_table`: within 0.5 %, 4.4 %
+    between core counts).  More than 64 cores and scv outside the nodes are computed directly.
 
     The deterministic row was measured on the former Erlang-pair path; the extra-delay path
     that replaced it (:func:`response_sf`; 5-9x faster, and exact for the chain to 0.6 %) against

@@ -327,10 +327,12 @@ def test_hyperexponential_ps_half_is_the_phase_type_table_within_its_error():
         direct = rr.response_quantile(q, rho, svc, slices=5)
     np.testing.assert_allclose(tabled, direct, rtol=2.5e-3)
     # exponential CPU: the table's scv-1 node, within 2e-5 of the exact M/M/1-PS chain on one
-    # core (measured 1.9e-5 at utilisation 0.01-0.98); on two cores the exact chain itself
+    # core (measured 1.9e-5 at utilisation 0.01-0.98); on two cores the M/G/c-PS gamma table at
+    # scv 1 (the exponential law), within 0.15 % of the exact chain here (p10 at utilisation 0.9)
     expo = Service.exponential(1.0)
     np.testing.assert_allclose(rr._ps_quantile(q, rho, expo, 1), ps.response_quantile(q, rho, expo), rtol=2e-5)
-    np.testing.assert_array_equal(rr._ps_quantile(q, 2 * rho, expo, 2), ps.response_quantile(q, 2 * rho, expo, 2))
+    np.testing.assert_allclose(rr._ps_quantile(q, 2 * rho, expo, 2), ps.response_quantile(q, 2 * rho, expo, 2),
+                               rtol=1.6e-3)
     # other laws keep capacity.ps itself
     erl = Service.erlang(1.0, 3)
     np.testing.assert_array_equal(rr._ps_quantile(q, 0.5, erl, 1), ps.response_quantile(q, 0.5, erl))
