@@ -82,8 +82,12 @@ MOVES: dict[str, list[Group]] = {
               [("scv", 4.0), ("scv", 0.0), ("scv", 0.25), ("scv", 8.0)], repeat=2),
         Group("rr: variability, one core (fcfs and ps tables blended)", [("scv", 2.0), ("scv", 0.5), ("scv", 0.0)],
               repeat=2, setup=[("discipline", "rr")]),
-        Group("ps: variability on 2 cores, on release, first visit (M/G/c-PS curve computed)", [("scv", 0.5)],
+        Group("ps: variability on 2 cores, first visit (M/G/c-PS tables)", [("scv", 0.5)],
               setup=[("servers", 2)]),
+        Group("ps: variability on 6 cores, first visit (M/G/c-PS tables; constant CPU through them)",
+              [("scv", 0.0), ("scv", 0.25), ("scv", 4.0), ("scv", 8.0), ("scv", 2.0)], setup=[("servers", 6)]),
+        Group("rr: variability on 3 cores, first visit (M/G/c FCFS + PS tables blended)",
+              [("scv", 0.0), ("scv", 0.5), ("scv", 4.0), ("scv", 8.0)], setup=[("discipline", "rr"), ("servers", 3)]),
     ],
     "03": [
         Group("every slider, first visit (package calls afresh)",

@@ -645,9 +645,10 @@ def tabled_or_direct(discipline: str, q, arrival_rate, service, servers, direct)
         from .distributions import Service
 
         flat = out.reshape(-1)
-        again = _tabled("ps", qf[miss], cov.lam[miss], Service.gamma(cov.mean[miss], 1.0), cov.servers[miss])
-        if again is not None:
-            flat[miss] = again[0]
+        many = miss[cov.servers[miss] > 1]       # one core's misses: the exact chain, as before
+        again = _tabled("ps", qf[many], cov.lam[many], Service.gamma(cov.mean[many], 1.0), cov.servers[many])
+        if many.size and again is not None:
+            flat[many] = again[0]
             miss = np.flatnonzero(np.isnan(flat))
     if miss.size:
         from .distributions import Service
