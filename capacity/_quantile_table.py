@@ -620,6 +620,38 @@ class Coverage:
         return prepare(self.lam[rows], self.service(rows), self.servers[rows])
 
 
+def one_core_batch(discipline: str, family: str, q: np.ndarray, lam: np.ndarray, servers: np.ndarray,
+                   mean: np.ndarray, scv: np.ndarray) -> np.ndarray | None:
+    """A fit's batch of response-time quantiles (seconds, shape (K, N)) straight from the one-core
+    table, without building or validating a Service: ``mean`` and ``scv`` of shape (K, 1), ``q``,
+    ``lam`` and ``servers`` of shape (N,).  The same numbers as ``tabled_or_direct`` (and, for PS,
+    :func:`capacity.ps.response_quantile`, which floors them at the CPU time's own quantile) at a
+    third of the cost; None unless every point is stable, loaded, on one core and inside the
+    table, when the caller takes that general path."""
+    if discipline not in ("fcfs", "ps") or family not in families(discipline) or np.any(servers != 1):
+        return None
+    rho = lam[None, :] * mean
+    shape = rho.shape
+    scv_b = np.broadcast_to(scv, shape)
+    if not (np.all(lam > 0) and np.all(rho < 1) and np.all(covered(discipline, family, rho, scv_b))):
+        return None
+    q_b = np.broadcast_to(q, shape)
+    t = quantile(discipline, family, q_b.ravel(), rho.ravel(), scv_b.ravel()).reshape(shape)
+    if np.isnan(t).any():
+        return None
+    out = mean * t
+    if discipline == "ps":     # PS never beats the CPU time (capacity.ps floors every table's answer)
+        from scipy import special
+
+        if family == "lognormal":
+            s2 = np.log1p(scv_b)
+            own = mean * np.exp(np.sqrt(s2) * special.ndtri(q_b) - 0.5 * s2)
+        else:
+            own = special.gammaincinv(1.0 / scv_b, q_b) * mean * scv_b
+        out = np.maximum(out, own)
+    return out
+
+
 def tabled_quantile(discipline: str, q, arrival_rate, service, servers=1) -> np.ndarray | None:
     """Response-time quantiles (seconds) from the table, broadcast; NaN where a point is not
     covered (the caller computes those directly), ``inf`` where unstable.  None when the

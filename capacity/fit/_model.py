@@ -198,6 +198,14 @@ class QueueModel:
         ``params`` holds arrays of shape (K,): ``mean`` and ``scv`` of the service, and
         ``delay`` (constant) or ``delay_mean``/``delay_scv`` (lognormal) when the model has one.
         """
+        if self.delay != "lognormal" and self.discipline in ("fcfs", "ps") and self.family in ("lognormal", "gamma"):
+            from .._quantile_table import one_core_batch
+
+            # The hot path of a fit on one core: the table read without building the laws.
+            x = one_core_batch(self.discipline, self.family, np.asarray(q, dtype=float), np.asarray(lam, dtype=float),
+                               np.asarray(servers), params["mean"][:, None], params["scv"][:, None])
+            if x is not None:
+                return x + params["delay"][:, None] if self.delay == "constant" else x
         svc = self.service(params)
         if self.delay == "lognormal":
             return lognormal_delay_quantiles(self.discipline, q, lam, servers, svc,
