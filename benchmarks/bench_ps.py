@@ -1,4 +1,4 @@
-"""Timing of capacity.ps quantiles (run: python benchmarks/bench_ps.py [--sweep]).
+"""Timing of capacity.ps quantiles (run: python benchmarks/bench_ps.py [--sweep | --heavy-traffic | ...]).
 
 Prints best-of-N wall times in ms for four response quantiles (p50/p90/p99/p99.9)
 at one point (rho 0.5 and 0.9) per service family, and optionally a 200-point
@@ -12,9 +12,16 @@ First, the import and the first call of a fresh process (the table is read then)
 
 ``--many-cores``: the "M/G/c-PS figures": a 20-rate p99 sweep (utilisation 0.0625-0.94, E[S] =
 25 ms) on c = 2, 4, 8 cores for deterministic, gamma scv 0.05, lognormal scv 1 and 4, best of 3.
-Baseline, in the same process: the former path for deterministic CPU (Erlang pair 2 E(64) -
-E(32) for the tagged size, ``_ps_many_cores.DETERMINISTIC_DELAY = False``); the other laws have
-one path only (both columns time it).
+Baseline, in the same process: the direct computation (every table disabled; for deterministic
+CPU the extra-delay path, and the former Erlang pair 2 E(64) - E(32) for the tagged size,
+``_ps_many_cores.DETERMINISTIC_DELAY = False``, as a third column).
+
+``--heavy-traffic``: what a response curve asks on several cores: its 40 utilisations (0.002 to
+0.995, two of them above the M/G/c-PS tables' top, 0.991) x p50/p99/p99.9, for lognormal scv 2,
+gamma scv 0.5 and deterministic CPU on 2, 4 and 16 cores, read from the tables (carried to the
+heavy-traffic limit above their top, ``capacity._quantile_table._log_t_heavy``; deterministic CPU
+through the gamma rows, ``capacity._ps_deterministic_table``); baseline, in the same process, the
+direct computation of the same curve.
 
 ``--between-cores``: lognormal (scv 2) and gamma (scv 0.5) CPU on core counts without a table of
 their own (3, 6, 12, 24, 48), read between the two tables either side: a 20-rate p99 sweep and
@@ -97,17 +104,36 @@ MANY_CORES = {
 def many_cores() -> None:
     from capacity import _ps_many_cores
 
-    print("M/G/c-PS: 20-rate p99 sweep (rho 0.0625-0.94), best of 3; former path = Erlang-pair tagged size")
+    print("M/G/c-PS: 20-rate p99 sweep (rho 0.0625-0.94), best of 3; direct = every table disabled;"
+          " former = the Erlang-pair tagged size for deterministic CPU")
     for name, svc in MANY_CORES.items():
         for c in (2, 4, 8):
             lam = np.linspace(10, 150, 20) * c / 4
             fast = best_ms(lambda: ps.response_quantile(0.99, lam, svc, servers=c))
-            _ps_many_cores.DETERMINISTIC_DELAY = False
-            try:
-                slow = best_ms(lambda: ps.response_quantile(0.99, lam, svc, servers=c))
-            finally:
-                _ps_many_cores.DETERMINISTIC_DELAY = True
-            print(f"  {name:16s} c={c}  {fast:8.0f} ms   former {slow:8.0f} ms   ratio {slow / fast:5.1f}")
+            slow = direct_ms(lambda: ps.response_quantile(0.99, lam, svc, servers=c))
+            former = ""
+            if svc.family == "deterministic":
+                _ps_many_cores.DETERMINISTIC_DELAY = False
+                try:
+                    former = f"   former {direct_ms(lambda: ps.response_quantile(0.99, lam, svc, servers=c)):8.0f} ms"
+                finally:
+                    _ps_many_cores.DETERMINISTIC_DELAY = True
+            print(f"  {name:16s} c={c}  {fast:8.1f} ms   direct {slow:8.0f} ms   ratio {slow / fast:7.1f}{former}")
+
+
+def heavy_traffic() -> None:
+    from capacity.plan.curves import DEFAULT_UTILIZATION
+
+    q = np.array([0.5, 0.99, 0.999])[:, None]
+    print("a response curve on several cores: 40 utilisations (0.002-0.995) x p50/p99/p99.9, best of 3;"
+          " direct = every table disabled, once")
+    for name, svc in (("lognormal scv 2", Service.lognormal(1.0, 2.0)), ("gamma scv 0.5", Service.gamma(1.0, 0.5)),
+                      ("deterministic", Service.deterministic(1.0))):
+        for c in (2, 4, 16):
+            lam = DEFAULT_UTILIZATION * c
+            fast = best_ms(lambda: ps.response_quantile(q, lam, svc, servers=c))
+            slow = direct_ms(lambda: ps.response_quantile(q, lam, svc, servers=c))
+            print(f"  {name:16s} c={c:2d}  {fast:7.1f} ms   direct {slow:8.0f} ms   ratio {slow / fast:6.0f}", flush=True)
 
 
 def between_cores() -> None:
@@ -177,6 +203,9 @@ def main() -> None:
         return
     if "--many-cores" in sys.argv:
         many_cores()
+        return
+    if "--heavy-traffic" in sys.argv:
+        heavy_traffic()
         return
     if "--between-cores" in sys.argv:
         between_cores()

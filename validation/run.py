@@ -1064,6 +1064,9 @@ def parse_args(argv=None):
     p.add_argument("--repredict", metavar="DIR", default=None,
                    help="no measuring: recompute the predictions of the sweep in DIR with the current models "
                         "(with --user-path: fit the saved days in DIR again)")
+    p.add_argument("--hold-cpu", choices=("ratio", "line"), default="ratio",
+                   help="with --user-path --repredict: the reading of the day's CPU counter the fits hold "
+                        "where it shows a background (ratio: the package's; line: its line against the rate)")
     a = p.parse_args(argv)
     q = a.quick
     # The user path has its own defaults (validation/user_path.py): it takes only what was given.
@@ -1103,6 +1106,9 @@ def main(argv=None) -> int:
         import user_path     # validation/ is on sys.path when run as a script
 
         if args.repredict:
+            from capacity.fit import _cpu_law
+
+            _cpu_law.HOLD = args.hold_cpu
             user_path.repredict(Path(args.repredict))
             return 0
         out = Path(args.out) if args.out else HERE / ("results-user-path" + ("-quick" if args.quick else ""))

@@ -39,10 +39,16 @@ from scipy import stats
 
 from ._solve import robust_line
 
-__all__ = ["CpuReadings", "MIN_WINDOWS", "cpu_readings", "hold_readings"]
+__all__ = ["CpuReadings", "MIN_WINDOWS", "cpu_readings", "held_mean", "hold_readings"]
 
 #: Fewest windows whose line is fitted with an intercept.
 MIN_WINDOWS = 5
+#: Which reading a histogram fit holds where the windows show a background: ``"ratio"`` (shipped)
+#: or ``"line"`` (``with_background``; the ratio becomes the alternative its intervals span).  A
+#: switch for the validation harness (``validation/run.py --user-path --repredict DIR --hold-cpu
+#: line``), which measured both on the saved real-server days (validation/README.md): not a user
+#: option.
+HOLD = "ratio"
 #: Least coefficient of variation of the rates that separates an intercept from the slope.
 _MIN_RATE_CV = 0.1
 #: One-sided level of the test that the intercept is above zero.
@@ -98,15 +104,22 @@ def cpu_readings(lam: np.ndarray, util: np.ndarray, servers: np.ndarray) -> CpuR
     return CpuReadings(ratio, slope / (1.0 - background / cores), background)
 
 
+def held_mean(readings: CpuReadings) -> float:
+    """The service-time mean a fit holds: the ratio, or the line's where :data:`HOLD` says so and
+    the windows show a background."""
+    return readings.with_background if HOLD == "line" else readings.mean
+
+
 def hold_readings(fit, readings: CpuReadings) -> None:
-    """Record on a fit that holds ``readings.mean`` the other reading, where the windows show a
+    """Record on a fit that holds :func:`held_mean` the other reading, where the windows show a
     background: its prediction intervals then span both (``_mean_alternative``, the ratio of the
     two means) and its summary has a ``background`` row that says so."""
     if not readings.background > 0:
         return
     from ..units import format_time
 
-    fit._mean_alternative = readings.with_background / readings.mean
+    other = readings.mean if HOLD == "line" else readings.with_background
+    fit._mean_alternative = other / held_mean(readings)
     fit._add_parameter("background", readings.background, unit="cores",
                        note=f"busy cores at zero QPS (the CPU's line against the rate); on cores slowed by "
                             f"it a request takes {format_time(readings.with_background)} of CPU, and the "

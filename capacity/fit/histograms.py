@@ -20,7 +20,7 @@ from ..exceptions import FitWarning, IdentifiabilityWarning
 from . import _diagnostics as diag
 from ._inputs import check_percentile_options
 from ._bound_profile import on_bound
-from ._cpu_law import cpu_readings, hold_readings
+from ._cpu_law import cpu_readings, held_mean, hold_readings
 from ._intervals import WaldIntervals
 from ._model import (MEASURED_AT, SCV_DOMAIN, TWO_PARAM, QueueModel, check_measured_at, make_service,
                      measured_quantiles)
@@ -559,7 +559,7 @@ def _fit_one(data: _Windows, opts, measured_at: str, start: np.ndarray | None = 
     mean_fixed, readings = None, None
     if not np.isnan(data.util).any():
         readings = cpu_readings(data.lam, data.util, data.servers)
-        mean_fixed = readings.mean
+        mean_fixed = held_mean(readings)
     names = [] if mean_fixed is not None else ["log_mean"]
     if opts.family in TWO_PARAM and opts.scv_fixed is None:
         names.append("log_scv")
