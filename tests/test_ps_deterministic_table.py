@@ -147,6 +147,9 @@ def test_several_cores_are_read_through_the_many_core_tables():
         np.testing.assert_allclose(read, direct, rtol=6e-3)
         np.testing.assert_allclose(ps.response_sf(read[read > 0.0101], lam, svc, servers),
                                    1 - q[read > 0.0101], rtol=1e-8)
+    # A grid of 10^5 utilisations reads one cached row grid per core count (point by point it took 9 s).
+    many = np.asarray(ps.response_quantile(0.99, np.linspace(0.01, 0.99, 100_000) * 4 / 0.01, svc, 4))
+    assert np.all(np.isfinite(many)) and np.all(np.diff(many) >= 0)
     fine = np.linspace(0.01, 0.999999, 400)
     for servers, rho in ((2, 0.3), (16, 0.3), (8, 0.72), (32, 0.85), (4, 0.995)):
         t = np.asarray(ps.response_quantile(fine, servers * rho / 0.01, svc, servers))
