@@ -259,12 +259,11 @@ def _many_cores_rows(rho: np.ndarray, servers: int) -> np.ndarray | None:
     out[inside] = _quantile_table.deterministic_log_t(name, z[inside], r[inside])
     heavy = ~inside & (r <= RHO[-1] * (1 + _SLACK))
     if heavy.any():
-        q = -np.expm1(-np.exp(z[heavy]))
-        at_top = np.full(q.shape, top)
-        gap = (_quantile_table.deterministic_log_t(name, z[heavy], at_top) - np.log(quantile(q, at_top))
-               + np.log(servers))
-        rh = r[heavy]
-        out[heavy] = np.log(quantile(q, rh)) - np.log(servers) + (1.0 - rh) / (1.0 - top) * gap
+        zh = z[heavy]
+        q = -np.expm1(-np.exp(zh))
+        out[heavy] = _quantile_table.heavy_traffic(
+            lambda at: _quantile_table.deterministic_log_t(name, zh, np.broadcast_to(at, zh.shape)),
+            lambda at: np.log(quantile(q, np.broadcast_to(at, zh.shape).astype(float))), servers, top, r[heavy])
     out = np.where(out < _AT_S, 0.0, out).reshape(rho.size, levels.size)
     return np.maximum.accumulate(out, axis=1)      # NaN rows (beyond 0.999) stay NaN
 

@@ -445,16 +445,23 @@ def _log_t_heavy(discipline: str, family: str, c: int, top: float, z: np.ndarray
     ones about linearly (p99: a = 0.98).  Against the direct computation
     (``python tools/measure_heavy_traffic.py``): see :func:`capacity.ps.response_quantile`.
     """
-    rows = {}
-    for at in (top, float(PS_MANY_CORES_RHO[-2])):
-        r = np.full(np.shape(rho), at)
-        rows[at] = (_log_t_inside(discipline, family, z, r, scv) - _log_t_inside("ps", family, z, r, scv)
-                    + math.log(c))
-    g_top, g_prev = rows[top], rows[float(PS_MANY_CORES_RHO[-2])]
+    def log_t(name: str, at) -> np.ndarray:
+        return _log_t_inside(name, family, z, np.broadcast_to(at, np.shape(z)), scv)
+
+    return heavy_traffic(lambda at: log_t(discipline, at), lambda at: log_t("ps", at), c, top, rho)
+
+
+def heavy_traffic(many, one, c: int, top: float, rho: np.ndarray) -> np.ndarray:
+    """The rule of :func:`_log_t_heavy` from ``many(rho)`` and ``one(rho)``, log(t / E[S]) on the c
+    cores (read at the table's top two utilisations only) and on one core (at those and at
+    ``rho``); shared with deterministic CPU (:mod:`capacity._ps_deterministic_table`)."""
+    prev = float(PS_MANY_CORES_RHO[-2])
+    g_top = many(top) - one(top) + math.log(c)
+    g_prev = many(prev) - one(prev) + math.log(c)
     with np.errstate(divide="ignore", invalid="ignore"):
-        a = np.log(g_top / g_prev) / math.log((1.0 - top) / (1.0 - float(PS_MANY_CORES_RHO[-2])))
+        a = np.log(g_top / g_prev) / math.log((1.0 - top) / (1.0 - prev))
     a = np.clip(np.where(np.isfinite(a), a, 1.0), _HEAVY_POWER[0], _HEAVY_POWER[1])
-    return _log_t_inside("ps", family, z, rho, scv) - math.log(c) + g_top * ((1.0 - rho) / (1.0 - top)) ** a
+    return one(rho) - math.log(c) + g_top * ((1.0 - rho) / (1.0 - top)) ** a
 
 
 def deterministic_log_t(discipline: str, z: np.ndarray, rho: np.ndarray) -> np.ndarray:
@@ -678,10 +685,11 @@ def tabled_or_direct(discipline: str, q, arrival_rate, service, servers, direct)
 
         flat = out.reshape(-1)
         many = miss[cov.servers[miss] > 1]       # one core's misses: the exact chain, as before
-        again = _tabled("ps", qf[many], cov.lam[many], Service.gamma(cov.mean[many], 1.0), cov.servers[many])
-        if many.size and again is not None:
-            flat[many] = again[0]
-            miss = np.flatnonzero(np.isnan(flat))
+        if many.size:
+            again = _tabled("ps", qf[many], cov.lam[many], Service.gamma(cov.mean[many], 1.0), cov.servers[many])
+            if again is not None:
+                flat[many] = again[0]
+                miss = np.flatnonzero(np.isnan(flat))
     if miss.size:
         from .distributions import Service
 

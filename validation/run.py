@@ -1067,6 +1067,9 @@ def parse_args(argv=None):
     p.add_argument("--hold-cpu", choices=("ratio", "line"), default="ratio",
                    help="with --user-path --repredict: the reading of the day's CPU counter the fits hold "
                         "where it shows a background (ratio: the package's; line: its line against the rate)")
+    p.add_argument("--rr-near-constant", action="store_true",
+                   help="with --user-path --repredict: try rr with deterministic CPU where the best PS/FCFS "
+                        "fit's scv is below rr's search range (off in the package)")
     a = p.parse_args(argv)
     q = a.quick
     # The user path has its own defaults (validation/user_path.py): it takes only what was given.
@@ -1108,7 +1111,10 @@ def main(argv=None) -> int:
         if args.repredict:
             from capacity.fit import _cpu_law
 
+            from capacity.fit import _rr_candidates
+
             _cpu_law.HOLD = args.hold_cpu
+            _rr_candidates.RR_NEAR_CONSTANT = args.rr_near_constant
             user_path.repredict(Path(args.repredict))
             return 0
         out = Path(args.out) if args.out else HERE / ("results-user-path" + ("-quick" if args.quick else ""))

@@ -57,6 +57,28 @@ def rr_can_be_told(data) -> bool:
     return spread >= _SPREAD
 
 
+#: Whether rr is tried with deterministic CPU where the best PS/FCFS fit's scv lies below what rr
+#: can search (:func:`rr_family`).  Off: a switch for the validation harness
+#: (``validation/run.py --user-path --repredict DIR --rr-near-constant``), which measured it on the
+#: saved real-server days (validation/README.md); not a user option.
+RR_NEAR_CONSTANT = False
+
+
+def rr_family(best: str, top, family, servers) -> str:
+    """The CPU-time family rr is tried with: the best PS/FCFS fit's, or, with
+    :data:`RR_NEAR_CONSTANT`, deterministic where that fit's scv lies below the range rr can search
+    with it (the PS tables' floor, 0.01): a handler of fixed work in await-separated slices fits
+    there as FCFS with scv 0.001, and rr held to 0.01 had a body too wide for the day's light
+    windows (seed-4 day of the validation server: 2,000 worse in deviance than FCFS + delay, whose
+    p99 was then 16-28 % low at the peaks)."""
+    if not RR_NEAR_CONSTANT or family is not None or top.scv_ is None:
+        return best
+    from .._quantile_table import ps_scv_range
+
+    reach = ps_scv_range(best, servers)
+    return "deterministic" if reach is not None and top.scv_ < reach[0] else best
+
+
 def rr_candidates(fit_one, data, measured_at: str, family: str, delay, options: dict) -> list[tuple]:
     """``[(fit, label), ...]``: the best rr fit per admission rule, its slice count profiled.
 

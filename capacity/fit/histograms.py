@@ -24,7 +24,7 @@ from ._cpu_law import cpu_readings, held_mean, hold_readings
 from ._intervals import WaldIntervals
 from ._model import (MEASURED_AT, SCV_DOMAIN, TWO_PARAM, QueueModel, check_measured_at, make_service,
                      measured_quantiles)
-from ._rr_candidates import admitted, rr_can_be_told, rr_candidates
+from ._rr_candidates import admitted, rr_can_be_told, rr_candidates, rr_family
 from ._selection import candidate_families, candidate_grid, qaic_scores, select
 from ._solve import unpack_parameters
 from ._fitted import PercentileFit, servers_text
@@ -465,8 +465,8 @@ def from_histograms(
         if rr_can_be_told(data):
             # Event-loop round robin lies between them: with the best family and delay so far, its
             # slice count profiled, for either admission rule.
-            kept, set_aside = admitted(rr_candidates(_fit_one, data, measured_at, f, dl, options), fits, top,
-                                      _MAX_RMS)
+            kept, set_aside = admitted(rr_candidates(_fit_one, data, measured_at, rr_family(f, top, family, data.servers),
+                                                     dl, options), fits, top, _MAX_RMS)
             for fit, label in kept:
                 fits.append(fit)
                 candidates = [*candidates, label]
