@@ -246,8 +246,9 @@ def _many_cores_rows(rho: np.ndarray, servers: int) -> np.ndarray | None:
     read linearly in z between the levels (:func:`_many_cores_quantile`), so the quantiles rise
     with q and P(T > t) inverts them exactly.
 
-    Against the direct computation (extra-delay path, S = 1; utilisation 0.2-0.99, p30-p99.9):
-    within 0.53 % on 2, 4 and 16 cores (median 0.03 %); 4.5 % on 3 cores (read between 2 and 4)."""
+    Against the direct computation (extra-delay path, S = 1; utilisation 0.2-0.99, p30-p99.9;
+    ``tools/measure_heavy_traffic.py deterministic``): within 0.44 / 0.40 / 0.46 / 0.29 % on 2 / 4 /
+    16 / 64 cores (medians 0.05 % or less); 4.4 % on 3 cores (read between 2 and 4)."""
     name = _quantile_table.many_cores_table(servers)
     if name is None or "gamma" not in _quantile_table.families(name):
         return None
