@@ -227,8 +227,14 @@ def selection(one: dict, three: list, rows: list) -> None:
     svc = Service.lognormal(0.01, 1.0)
     rr_days = [{"percentiles": dict(zip(Q.tolist(), rr.response_quantile(Q, r, svc, slices=5))), "arrival_rate": r,
                 "utilization": 0.01 * r} for r in (20.0, 40.0, 60.0)]
+    law = Service.lognormal(MEAN, 2.0)
+    ps_days = [{"percentiles": dict(zip(Q.tolist(), ps.response_quantile(Q, lam, law))), "arrival_rate": lam}
+               for lam in (6.0, 12.0, 16.0)]
+    twenty = [{"percentiles": dict(zip(Q.tolist(), fcfs.response_quantile(Q, lam, law))), "arrival_rate": lam}
+              for lam in np.linspace(2.0, 18.0, 20)]
     print("\nfrom_percentiles choosing its model (QAIC over the candidates), against one model")
     for name, data, lam, base in (("1 load", one, LAM, rows[0][1]), ("3 loads", three, None, rows[1][1]),
+                                  ("3 loads of a PS queue", ps_days, None, None), ("20 loads", twenty, None, None),
                                   ("3 loads of an rr queue", rr_days, None, None)):
         ms, res = best_ms(lambda: from_percentiles(data, lam), 3)
         ratio = "" if base is None else f"; {ms / base:.1f}x the one-model fit"
