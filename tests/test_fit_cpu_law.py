@@ -100,15 +100,19 @@ def _day(svc, background, rhos, horizon, seed):
     return out, slow
 
 
-def test_the_interval_at_a_peak_spans_a_background_the_day_shows():
+def test_the_interval_at_a_peak_spans_a_background_the_day_shows(monkeypatch):
     """An FCFS day (gamma CPU of 10 ms, scv 0.5) on a core of which 4 % is background, twelve
-    windows at 10-60 % CPU.  The fit holds the ratio, which charges the background to the requests
-    (8 % too much), and reads the background within 0.01 cores; at the true 80 % the predicted p99
-    is then far above the exact M/G/1 one, and the 90 % interval holds the exact value only with
-    the second reading -- without it (the candidates' readings removed) it misses."""
+    windows at 10-60 % CPU, fitted holding the ratio (the harness's other reading), which charges
+    the background to the requests (8 % too much); the background is read within 0.01 cores; at the
+    true 80 % the predicted p99 is then far above the exact M/G/1 one, and the 90 % interval holds
+    the exact value only with the second reading -- without it (the candidates' readings removed)
+    it misses."""
+    from capacity.fit import _cpu_law
+
     svc = Service.gamma(0.01, 0.5)
     rhos = [0.1, 0.1, 0.15, 0.2, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.25]
     windows, slow = _day(svc, 0.04, rhos, 900.0, seed=21)
+    monkeypatch.setattr(_cpu_law, "HOLD", "ratio")
     fit = from_histograms(windows, discipline="fcfs", family="gamma")
     assert fit.summary.loc["background", "estimate"] == pytest.approx(0.04, abs=0.01)
     assert fit.cpu_per_request_ > 1.06 * float(slow.mean)
@@ -123,17 +127,14 @@ def test_the_interval_at_a_peak_spans_a_background_the_day_shows():
     assert alone.low > exact and alone.high == pytest.approx(got.high, rel=0.05), (alone, exact)
 
 
-def test_the_harness_can_make_a_histogram_fit_hold_the_line_instead(monkeypatch):
-    """The validation harness's switch (``_cpu_law.HOLD = "line"``, ``validation/run.py --hold-cpu
-    line``): the same day's fit holds the mean on the slowed cores (10 ms / 0.96, within 3 %), its
-    intervals span the ratio as the other reading, and its p99 at the true 80 % is then within 10 %
-    of the exact M/G/1 one (the ratio's is 40 % above it, the previous test)."""
-    from capacity.fit import _cpu_law
-
+def test_a_histogram_fit_holds_the_line_where_the_day_shows_a_background():
+    """As shipped (``_cpu_law.HOLD = "line"``): the same day's fit holds the mean on the slowed
+    cores (10 ms / 0.96, within 3 %), its intervals span the ratio as the other reading, and its
+    p99 at the true 80 % is then within 10 % of the exact M/G/1 one (the ratio's is 40 % above
+    it, the previous test)."""
     svc = Service.gamma(0.01, 0.5)
     rhos = [0.1, 0.1, 0.15, 0.2, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.25]
     windows, slow = _day(svc, 0.04, rhos, 900.0, seed=21)
-    monkeypatch.setattr(_cpu_law, "HOLD", "line")
     fit = from_histograms(windows, discipline="fcfs", family="gamma")
     assert fit.cpu_per_request_ == pytest.approx(float(slow.mean), rel=0.03)
     assert fit._mean_alternative > 1.06
@@ -170,3 +171,21 @@ def test_a_fit_with_every_parameter_held_is_spread_by_its_model_error():
     got = fit.predict(0.99, 70.0, interval=0.9)
     assert got.low == pytest.approx(got.estimate * math.exp(-1.645 * m), rel=0.3 * m)
     assert got.high == pytest.approx(got.estimate * math.exp(1.645 * m), rel=0.3 * m)
+
+
+def test_a_percentile_fit_holds_the_line_as_a_histogram_fit_does():
+    """Eight observations of M/D/1 FCFS on a core of which 4 % is background (CPU 10 ms / 0.96 a
+    request; the counter ``0.04 + 0.01 x rate``, exact): ``from_percentiles`` holds the requests'
+    mean on the slowed cores, 10.417 ms, not the ratio ``sum(busy) / sum(rate)``, says so in a
+    ``background`` row, and spans the ratio in its intervals (the alternative is ratio / line)."""
+    lam = np.linspace(10.0, 55.0, 8)
+    slow = Service.deterministic(0.01 / 0.96)
+    util = 0.04 + 0.01 * lam
+    recs = [{"percentiles": {q: float(fcfs.response_quantile(q, x, slow)) for q in (0.5, 0.9, 0.99)},
+             "arrival_rate": x, "utilization": u, "n_requests": 20_000} for x, u in zip(lam, util)]
+    fit = from_percentiles(recs, discipline="fcfs", family="deterministic", delay=None)
+    assert fit.cpu_per_request_ == pytest.approx(0.01 / 0.96, rel=1e-9)
+    assert fit.summary.loc["background", "estimate"] == pytest.approx(0.04, rel=1e-9)
+    ratio = float(np.sum(util) / np.sum(lam))
+    assert fit._mean_alternative == pytest.approx(ratio / (0.01 / 0.96), rel=1e-9)
+    assert fit.predict(0.99, 80.0) == pytest.approx(float(fcfs.response_quantile(0.99, 80.0, slow)), rel=1e-6)

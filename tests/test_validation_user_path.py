@@ -229,39 +229,52 @@ def test_a_peak_run_on_a_noisy_host_is_measured_again(monkeypatch, tmp_path):
     quiet = dict(row, noisy_runs_dropped=[], peak_spin_cpu_share=0.99)
     assert up._host_notes([quiet]) == [] and up._host_notes([dict(quiet, peak_spin_cpu_share=math.nan)]) == []
 
-def _rescored(tmp_path, run: str, rows: int) -> dict:
-    """A saved run (validation/runs/RUN) fitted again with this package, in a copy: its summary,
-    checked to hold ``rows`` re-predicted peak rows."""
-    shutil.copytree(ROOT / "validation" / "runs" / run, tmp_path / "run")
-    summary = _user_path().repredict(tmp_path / "run")
-    assert summary["repredicted"] and len(summary["rows"]) == rows
-    return summary
+@pytest.fixture(scope="module")
+def rescored(tmp_path_factory):
+    """``rescored(RUN, rows)``: a saved run (validation/runs/RUN) fitted again with this package, in
+    a copy, once per module (the totals test reads every day the per-day tests read): its summary,
+    checked to hold ``rows`` re-predicted peak rows, and the copy's directory."""
+    done = {}
+
+    def get(run: str, rows: int) -> tuple[dict, pathlib.Path]:
+        if run not in done:
+            where = tmp_path_factory.mktemp(run) / "run"
+            shutil.copytree(ROOT / "validation" / "runs" / run, where)
+            done[run] = _user_path().repredict(where), where
+        summary, where = done[run]
+        assert summary["repredicted"] and len(summary["rows"]) == rows
+        return summary, where
+
+    return get
 
 
-def _in_process_text(tmp_path) -> str:
+def _in_process_text(run: pathlib.Path) -> str:
     """The re-scored run's text (user_path.txt) of the fit from the in-process histogram."""
-    text = (tmp_path / "run" / "user_path.txt").read_text()
+    text = (run / "user_path.txt").read_text()
     return text.split("-- from the in_process histogram", 1)[1].split("-- from the proxy", 1)[0]
 
 
-def test_the_saved_full_run_is_predicted_as_the_readme_says(tmp_path):
+def test_the_saved_full_run_is_predicted_as_the_readme_says(rescored):
     """The full run of 2026-12-05 (validation/runs/2026-12-05-user-path: a real Koa server's
     Prometheus answers over 12-minute days, and the clients' latencies measured at 70 % and 80 %
     CPU) fitted again with this package: from the proxy's histogram the p99 within 20 % at 7 of
-    8 points or more, the mean within 10 % at 7 or more, the 90 % interval holding the measured
-    p99 at 8 and the crossing within 5 % for 4 of 4 handlers; from the in-process one 8, 5, 7
-    and 4 -- the figures in
-    validation/README.md, which a change may improve but not lose without saying so there."""
-    summary = _rescored(tmp_path, "2026-12-05-user-path", 16)
+    8 points or more, the mean within 10 % at 8, the 90 % interval holding the measured p99 at 8
+    and the crossing within 5 % for 1 of 4 handlers; from the in-process one 7, 8, 7 and 3 -- the
+    figures in validation/README.md, which a change may improve but not lose without saying so
+    there.  Holding the day's CPU line instead of the ratio (2026-12-07, measured on this and
+    eight more days) took the means from 7 and 5 to 8 and 8, and lost crossings: three of the
+    proxy's lie at +5.4 to +6.4 %, the in-process blocking handler's at +6.0 %, where the ratio's
+    extra CPU had put them within 5 % (and its p99 at 0.8 is -23 %)."""
+    summary, run = rescored("2026-12-05-user-path", 16)
     proxy = summary["met"]["proxy"]
-    # The measured rr body (capacity._rr_body) took the proxy's means from 6 to 7.
-    assert proxy["p99"] >= 7 and proxy["mean"] >= 7 and proxy["p99_covered"] >= 8, proxy
-    assert proxy["crossing"] >= 4, proxy
+    # The measured rr body (capacity._rr_body) took the proxy's means from 6 to 7, the line to 8.
+    assert proxy["p99"] >= 7 and proxy["mean"] >= 8 and proxy["p99_covered"] >= 8, proxy
+    assert proxy["crossing"] >= 1, proxy
     inside = summary["met"]["in_process"]
     # In-process: the middleware's view of rr modelled (capacity._rr_in_process) took these from
-    # 5, 2, 6 and 2 to 7, 5, 6 and 4; the measured rr body to 8, 5, 7 and 4.
-    assert inside["p99"] >= 8 and inside["mean"] >= 5 and inside["p99_covered"] >= 7, inside
-    assert inside["crossing"] >= 4, inside
+    # 5, 2, 6 and 2 to 7, 5, 6 and 4; the measured rr body to 8, 5, 7 and 4; the line to 7, 8, 7, 3.
+    assert inside["p99"] >= 7 and inside["mean"] >= 8 and inside["p99_covered"] >= 7, inside
+    assert inside["crossing"] >= 3, inside
     # Intervals that say something: no parameter on its search bound blows one up (the mix day's
     # scv at its floor once gave a p99 interval reaching 16 s about a 92 ms estimate).
     for row in summary["rows"]:
@@ -270,28 +283,29 @@ def test_the_saved_full_run_is_predicted_as_the_readme_says(tmp_path):
 
 
 
-def test_the_second_saved_day_is_predicted_as_the_readme_says(tmp_path):
+def test_the_second_saved_day_is_predicted_as_the_readme_says(rescored):
     """The seed-2 day of 2026-12-05 (validation/runs/2026-12-05b-user-path-seed2: the
     setImmediate-sliced and CPU + IO handlers, measured after the in-process rule and the
     measured rr body were made, so neither was fitted to it) fitted again: from either histogram
-    the p99 within 20 % at 3 of 4 points, the mean within 10 % at 3 of 4, the 90 % interval
-    holding the measured p99 at 4 of 4 and the crossing within 5 % for both handlers -- the
-    figures in validation/README.md."""
-    summary = _rescored(tmp_path, "2026-12-05b-user-path-seed2", 8)
+    the p99 within 20 % at 3 of 4 points, the mean within 10 % at 4 of 4, the 90 % interval
+    holding the measured p99 at 4 of 4; the crossing within 5 % for both handlers in-process and
+    one from the proxy -- the figures in validation/README.md (holding the day's CPU line took the
+    means from 3 to 4 and the proxy's mix crossing from within 5 % to +5.5 %)."""
+    summary, run = rescored("2026-12-05b-user-path-seed2", 8)
     for where in ("proxy", "in_process"):
         met = summary["met"][where]
-        assert met["p99"] >= 3 and met["mean"] >= 3 and met["p99_covered"] >= 4, (where, met)
-        assert met["crossing"] >= 2, (where, met)
+        assert met["p99"] >= 3 and met["mean"] >= 4 and met["p99_covered"] >= 4, (where, met)
+    assert summary["met"]["in_process"]["crossing"] >= 2 and summary["met"]["proxy"]["crossing"] >= 1, summary["met"]
 
 
-def test_the_blocking_handlers_second_day_is_predicted_as_the_readme_says(tmp_path):
+def test_the_blocking_handlers_second_day_is_predicted_as_the_readme_says(rescored):
     """The seed-3 day of 2026-12-06 (validation/runs/2026-12-06-user-path-cpu-seed3: the blocking
     handler, five runs of 60 s per peak point, measured after this package's fits were settled)
     fitted again: from either histogram the p99 within 20 % and the mean within 10 % at both
     points, the 90 % interval holding the measured p99 at both, and the crossing within 5 % -- the
     figures in validation/README.md (measured: p99 -15/-11 % in-process, -14/-10 % from the proxy;
     crossing +4.8 % and +4.7 %)."""
-    summary = _rescored(tmp_path, "2026-12-06-user-path-cpu-seed3", 4)
+    summary, run = rescored("2026-12-06-user-path-cpu-seed3", 4)
     for where in ("proxy", "in_process"):
         met = summary["met"][where]
         assert met["p99"] >= 2 and met["mean"] >= 2 and met["p99_covered"] >= 2, (where, met)
@@ -302,58 +316,53 @@ def test_the_blocking_handlers_second_day_is_predicted_as_the_readme_says(tmp_pa
         assert row["runs"] == 5, row
 
 
-def test_a_day_where_the_fits_miss_says_so(tmp_path):
+def test_a_day_where_the_fits_miss_says_so(rescored):
     """The seed-4 day of 2026-12-06 (validation/runs/2026-12-06b-user-path-immediate-seed4: the
     setImmediate-sliced handler, five runs per peak point).  In-process, rr with FIFO admission
     (the handler's structure) fits the histograms 9.5 % off in time; the across-windows z (1.24,
     1.28 needed) once set it aside for FCFS with gamma CPU, 33 % off, which over-predicted the p99
     by 97 % and 130 %.  A PS/FCFS fit that misses its own histograms no longer keeps a closer rr
     out on that z (capacity.fit._rr_candidates.rests_on_one_window), and the fit says why it kept
-    rr: now +7 % and +36 %, the mean +4 % and +19 %, the crossing -5 %.  The proxy's fit (FCFS
-    with a delay, -28 % and -16 %) keeps both measured p99s inside its 90 % interval; since the
-    intervals span the day's CPU line with its background (capacity.fit._cpu_law), the in-process
-    one holds both as well.  The figures are validation/README.md's; a change may raise these
-    counts but not lower them without saying so."""
-    summary = _rescored(tmp_path, "2026-12-06b-user-path-immediate-seed4", 4)
-    in_process = _in_process_text(tmp_path)
-    assert "RR queue" in in_process and "kept although its gain" in in_process, in_process[-2000:]
-    assert "misses the histograms" not in in_process, in_process[-2000:]
-    inside = summary["met"]["in_process"]
-    assert inside["p99"] >= 1 and inside["mean"] >= 1 and inside["p99_covered"] >= 2, inside
-    assert inside["crossing"] >= 1, inside
-    proxy = summary["met"]["proxy"]
-    assert proxy["p99_covered"] >= 2 and proxy["p99"] >= 1, proxy
+    rr: then +7 % and +36 %, the mean +4 % and +19 %, the crossing -5 %; the proxy's fit (FCFS
+    with a delay) -28 % and -16 %.  Since 2026-12-07 the fits hold the day's CPU line (1.5-2.4 % of
+    a core of background here) and try rr at near-constant CPU: in-process rr with gamma CPU now
+    wins without that waiver (p99 -3 % and +18 %, means -4 % and +5 %), the proxy chooses rr with
+    deterministic CPU and a delay (-5 % and +12 %, means -4 % and +2 %), every interval holds and
+    both crossings are within 2 %.  The figures are validation/README.md's; a change may raise
+    these counts but not lower them without saying so."""
+    summary, run = rescored("2026-12-06b-user-path-immediate-seed4", 4)
+    in_process = _in_process_text(run)
+    assert "RR queue" in in_process and "misses the histograms" not in in_process, in_process[-2000:]
+    for where in ("proxy", "in_process"):
+        met = summary["met"][where]
+        assert met["p99"] >= 2 and met["mean"] >= 2 and met["p99_covered"] >= 2 and met["crossing"] >= 1, (where, met)
     for row in summary["rows"]:
         assert row["runs"] == 5, row
-        if row["histogram"] == "in_process":
-            assert row["chosen"] == "rr gamma" and abs(row["p99_error"]) < 0.40, row
+        want = "rr gamma" if row["histogram"] == "in_process" else "rr deterministic + delay"
+        assert row["chosen"] == want and abs(row["p99_error"]) < 0.20, row
 
 
-def test_a_fourth_setimmediate_day_scored_after_the_guard_changed(tmp_path):
+def test_a_fourth_setimmediate_day_scored_after_the_guard_changed(rescored):
     """The seed-5 day of 2026-12-06 (validation/runs/2026-12-06c-user-path-immediate-seed5),
     measured after the seed-4 day changed the round-robin guard, on a day nothing was developed
     against.  In-process, rr with gamma CPU is chosen by the ordinary rule (its gain consistent
-    across windows: no waiver) and over-predicts the p99 by 21 % and 36 %; the proxy's FCFS with
-    a delay is -17 % and -13 %, within 20 % at both points and its interval holding both.  The
-    in-process intervals, spanning the day's CPU line with its background, hold both measured
-    p99s.  As validation/README.md has them; a change may raise these counts but not lower them
-    without saying so there."""
-    summary = _rescored(tmp_path, "2026-12-06c-user-path-immediate-seed5", 4)
-    in_process = _in_process_text(tmp_path)
-    # The proxy's FCFS fit misses the day by 18 % (RMS in time) and its tail by 26 % in the day's
-    # busiest windows, too light, and it says so: the p99 it then predicts at the peaks is 17 % and
-    # 13 % low (its intervals, carrying the 26 %, hold both).
-    proxy_text = (tmp_path / "run" / "user_path.txt").read_text().split("-- from the proxy", 1)[1]
-    assert "in its busiest windows" in proxy_text and "faster than observed" in proxy_text, proxy_text[-2000:]
+    across windows: no waiver).  Holding the ratio it over-predicted the p99 by 21 % and 36 %, and
+    the proxy's FCFS with a delay was -17 % and -13 %, light in the day's busiest windows' tail and
+    saying so.  Holding the day's CPU line (since 2026-12-07), in-process rr is +11 % and +20 %
+    (means +4 % and +7 %, crossing -4.2 %) and the proxy chooses rr with deterministic CPU and a
+    delay, +16 % and +25 % (crossing -5.6 %); at 0.8 both intervals (156-255 and 160-272 ms) now
+    miss the measured 155 ms, where the ratio's held it.  As validation/README.md has them; a
+    change may raise these counts but not lower them without saying so there."""
+    summary, run = rescored("2026-12-06c-user-path-immediate-seed5", 4)
+    in_process = _in_process_text(run)
     assert "in its busiest windows" not in in_process, in_process[-2000:]
     assert "RR queue" in in_process and "kept although its gain" not in in_process, in_process[-2000:]
-    assert summary["met"]["in_process"]["p99_covered"] >= 2, summary["met"]
-    proxy = summary["met"]["proxy"]
-    assert proxy["p99"] >= 2 and proxy["p99_covered"] >= 2, proxy
+    inside, proxy = summary["met"]["in_process"], summary["met"]["proxy"]
+    assert inside["p99"] >= 1 and inside["mean"] >= 2 and inside["p99_covered"] >= 1, inside
+    assert inside["crossing"] >= 1, inside
+    assert proxy["p99"] >= 1 and proxy["mean"] >= 1 and proxy["p99_covered"] >= 1, proxy
     for row in summary["rows"]:
-        assert row["runs"] == 5, row
-        if row["histogram"] == "in_process":
-            assert row["chosen"].startswith("rr") and abs(row["p99_error"]) < 0.40, row
+        assert row["runs"] == 5 and row["chosen"].startswith("rr") and abs(row["p99_error"]) < 0.30, row
 
 
 def test_the_real_loop_runs_as_its_round_robin_model_at_the_peaks_own_cpu():
@@ -386,46 +395,112 @@ def test_the_real_loop_runs_as_its_round_robin_model_at_the_peaks_own_cpu():
     assert len(p99_errors) == 8 and abs(np.mean(p99_errors)) < 0.06, p99_errors
 
 
-def test_a_fifth_setimmediate_day_says_where_its_proxy_fit_is_low(tmp_path):
+def test_a_fifth_setimmediate_day_says_where_its_proxy_fit_is_low(rescored):
     """The seed-7 day of 2026-12-06 (validation/runs/2026-12-06e-user-path-immediate-seed7), measured
-    after the fits began to judge the busiest windows' tail, nothing developed against it.  The
-    proxy's FCFS fit (gamma CPU and a delay) misses that tail by -43 % and says so; its p99s at the
-    peaks are 22 % and 18 % low, and its intervals, carrying the miss, hold both.  In-process rr
-    over-predicts (+17 % and +30 %) and its intervals hold both too.  As validation/README.md has
-    them; a change may raise these counts but not lower them without saying so there."""
-    summary = _rescored(tmp_path, "2026-12-06e-user-path-immediate-seed7", 4)
-    text = (tmp_path / "run" / "user_path.txt").read_text()
+    after the fits began to judge the busiest windows' tail, nothing developed against it.  Holding
+    the ratio, the proxy's FCFS fit (gamma CPU and a delay) missed that tail by -43 % and said so,
+    its p99s at the peaks 22 % and 18 % low.  Holding the day's CPU line and trying rr at
+    near-constant CPU (since 2026-12-07), the proxy chooses rr with deterministic CPU and a delay:
+    it still misses that tail (by 12 %) and says so, yet its p99s are +15 % and +17 %; in-process
+    rr +5 % and +12 %; every interval holds, every mean within 10 %, both crossings within 5 %.  As
+    validation/README.md has them; a change may raise these counts but not lower them without
+    saying so there."""
+    summary, run = rescored("2026-12-06e-user-path-immediate-seed7", 4)
+    text = (run / "user_path.txt").read_text()
     proxy_text = text.split("-- from the proxy", 1)[1]
     assert "in its busiest windows" in proxy_text and "faster than observed" in proxy_text, proxy_text[-2000:]
     for where in ("proxy", "in_process"):
         met = summary["met"][where]
-        assert met["p99_covered"] >= 2 and met["p99"] >= 1, summary["met"]
-    assert summary["met"]["in_process"]["mean"] >= 1, summary["met"]
+        assert met["p99_covered"] >= 2 and met["p99"] >= 2 and met["mean"] >= 2 and met["crossing"] >= 1, summary["met"]
     for row in summary["rows"]:
-        assert row["runs"] == 5, row
+        assert row["runs"] == 5 and row["chosen"].startswith("rr"), row
         if row["histogram"] == "proxy":
-            assert row["busy_tail_miss"] < -0.10 and row["p99_error"] < 0, row
+            assert row["busy_tail_miss"] < -0.10, row
 
 
-def test_a_sixth_setimmediate_day_is_predicted_as_the_readme_says(tmp_path):
+def test_a_sixth_setimmediate_day_is_predicted_as_the_readme_says(rescored):
     """The seed-8 day of 2026-12-07 (validation/runs/2026-12-07-user-path-immediate-seed8), measured
     after the two readings of the CPU counter were compared on the earlier days, nothing developed
-    against it: both histograms choose rr (with a delay); the p99 within 20 % at both points (+18 /
-    +18 % in-process, +19 / +19 % proxy), every interval holds, the crossing within 5 % (-4.5 /
-    -4.8 %); the means high (+8 / +13 %, +11 / +15 %: the ratio's CPU per request 1.2-2.4 % above
-    the peaks').  As validation/README.md has them; a change may raise these counts but not lower
-    them without saying so there."""
-    summary = _rescored(tmp_path, "2026-12-07-user-path-immediate-seed8", 4)
+    against it: both histograms choose rr (with a delay).  Holding the ratio: the p99 within 20 % at
+    both points (+18 / +18 % in-process, +19 / +19 % proxy), every interval holds, the crossing
+    within 5 % (-4.5 / -4.8 %), the means high (+8 / +13 %, +11 / +15 %: the ratio's CPU per
+    request 1.2-2.4 % above the peaks').  Holding the day's CPU line (since 2026-12-07): p99 +12 /
+    +10 % and +18 / +12 %, means +5 / +6 % and +9 / +10.0 %, crossings -2.8 / -4.3 %.  As
+    validation/README.md has them; a change may raise these counts but not lower them without
+    saying so there."""
+    summary, run = rescored("2026-12-07-user-path-immediate-seed8", 4)
     for where in ("proxy", "in_process"):
         met = summary["met"][where]
         assert met["p99"] >= 2 and met["p99_covered"] >= 2 and met["crossing"] >= 1, summary["met"]
-    assert summary["met"]["in_process"]["mean"] >= 1, summary["met"]
+    assert summary["met"]["in_process"]["mean"] >= 2 and summary["met"]["proxy"]["mean"] >= 1, summary["met"]
     for row in summary["rows"]:
         assert row["runs"] == 5 and row["chosen"].startswith("rr"), row
 
 
+def test_a_third_full_run_is_predicted_as_the_readme_says(rescored):
+    """The seed-9 run of 2026-12-07 (validation/runs/2026-12-07b-user-path-seed9: the blocking,
+    setImmediate-sliced and CPU + IO handlers, five runs per peak point), measured to choose between
+    the two readings of the day's CPU counter, nothing developed against it.  Holding the line: the
+    p99 within 20 % and the mean within 10 % at all 12 points (holding the ratio: 11 and 8; the
+    ratio's CPU per request was 0.5-6.5 % above the peaks'); the intervals hold 10 of 12 (the
+    in-process mix fit's are above both measured p99s, as with the ratio); the crossings within 5 %
+    for 2 of 3 handlers from each histogram (the blocking handler's at +5.3 / +5.1 %, +2.1 / +1.9 %
+    holding the ratio).  As validation/README.md has them; a change may raise these counts but not
+    lower them without saying so there."""
+    summary, run = rescored("2026-12-07b-user-path-seed9", 12)
+    for where in ("proxy", "in_process"):
+        met = summary["met"][where]
+        assert met["p99"] >= 6 and met["mean"] >= 6 and met["crossing"] >= 2, (where, met)
+    assert summary["met"]["proxy"]["p99_covered"] >= 6 and summary["met"]["in_process"]["p99_covered"] >= 4
+    for row in summary["rows"]:
+        assert row["runs"] == 5, row
+
+
+def test_the_timer_sliced_handler_measured_again_is_predicted_as_the_readme_says(rescored):
+    """The timer-sliced handler of the seed-9 run measured again on its own
+    (validation/runs/2026-12-07c-user-path-sliced-seed9; the first measurement's peaks met a noisy
+    host).  In-process rr with a delay: p99 -13 / -11 %, means -3 / +4 %, crossing +4.9 %; the proxy
+    chooses PS with a delay: p99 +9 / +12 %, means +15 / +26 % (too high: PS has the queue's tail
+    but not its body), crossing -3.0 %; every interval holds.  Holding the ratio: p99 -1 / +8 % and
+    +24 / +36 %, means +6 / +21 % and +26 / +46 %, crossings -0.3 / -7.7 %.  As validation/README.md
+    has them; a change may raise these counts but not lower them without saying so there."""
+    summary, run = rescored("2026-12-07c-user-path-sliced-seed9", 4)
+    inside, proxy = summary["met"]["in_process"], summary["met"]["proxy"]
+    assert inside["p99"] >= 2 and inside["mean"] >= 2 and inside["p99_covered"] >= 2 and inside["crossing"] >= 1
+    assert proxy["p99"] >= 2 and proxy["p99_covered"] >= 2 and proxy["crossing"] >= 1, proxy
+    noted = (run / "user_path.md").read_text()
+    assert "6 run(s) measured again" in noted and "a noisy host" in noted, noted
+
+
+#: Every saved user-path day and its peak rows: the totals below are over all of them.
+SAVED_DAYS = {"2026-12-05-user-path": 16, "2026-12-05b-user-path-seed2": 8, "2026-12-06-user-path-cpu-seed3": 4,
+              "2026-12-06b-user-path-immediate-seed4": 4, "2026-12-06c-user-path-immediate-seed5": 4,
+              "2026-12-06d-user-path-seed6": 16, "2026-12-06e-user-path-immediate-seed7": 4,
+              "2026-12-07-user-path-immediate-seed8": 4, "2026-12-07b-user-path-seed9": 12,
+              "2026-12-07c-user-path-sliced-seed9": 4}
+
+
+def test_every_saved_day_together_meets_the_readme_totals(rescored):
+    """Issue 16's targets counted over every saved real-server day (76 peak points and 38 crossings,
+    both histograms together), as validation/README.md's table has them since the fits hold the
+    day's CPU line: the p99 within 20 % at 68 of 76 points, the mean within 10 % at 70, the 90 %
+    interval holding the measured p99 at 70 (above 9 in 10), the crossing within 5 % at 30 of 38.
+    Holding the ratio the same days gave 61, 42, 73 and 28.  Each day also has its own test above;
+    this one keeps the sum from sliding a point at a time."""
+    assert set(SAVED_DAYS) == {p.name for p in (ROOT / "validation" / "runs").iterdir() if p.is_dir()}
+    total = dict.fromkeys(["p99", "mean", "p99_covered", "of", "crossing", "crossings"], 0)
+    for run, rows in SAVED_DAYS.items():
+        summary, _ = rescored(run, rows)
+        for met in summary["met"].values():
+            for k in total:
+                total[k] += met[k]
+    assert (total["of"], total["crossings"]) == (76, 38), total
+    assert total["p99"] >= 68 and total["mean"] >= 70 and total["p99_covered"] >= 70, total
+    assert total["crossing"] >= 30, total
+
+
 def test_rr_near_constant_makes_the_seed4_proxy_fit_round_robin(monkeypatch):
-    """The harness's switch ``capacity.fit._rr_candidates.RR_NEAR_CONSTANT`` (off in the package; the
+    """``capacity.fit._rr_candidates.RR_NEAR_CONSTANT`` (on in the package; the harness's switch, the
     measurement in validation/README.md): the seed-4 setImmediate day seen by the proxy, whose best
     PS/FCFS fit is FCFS + delay at scv 0.001, below the 0.01 rr can search with that family.  Off, rr
     is set aside (its body too wide for the light windows) and FCFS stands; on, rr is tried with
@@ -433,9 +508,9 @@ def test_rr_near_constant_makes_the_seed4_proxy_fit_round_robin(monkeypatch):
     from capacity.fit import _rr_candidates
 
     path = ROOT / "validation" / "runs" / "2026-12-06b-user-path-immediate-seed4" / "day-sliced-immediate-proxy.json"
+    on, _ = _user_path()._fit_saved(path)
+    monkeypatch.setattr(_rr_candidates, "RR_NEAR_CONSTANT", False)
     off, _ = _user_path()._fit_saved(path)
     assert off.discipline == "fcfs" and off.scv_ < 0.01, (off.discipline, off.scv_)
-    monkeypatch.setattr(_rr_candidates, "RR_NEAR_CONSTANT", True)
-    on, _ = _user_path()._fit_saved(path)
     assert (on.discipline, on.family) == ("rr", "deterministic"), (on.discipline, on.family)
     assert on.deviance_ < off.deviance_, (on.deviance_, off.deviance_)

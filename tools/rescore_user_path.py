@@ -57,13 +57,20 @@ def main(argv=None) -> int:
     ap.add_argument("days", nargs="*", type=pathlib.Path,
                     help="saved user-path directories (default: every one in validation/runs/)")
     ap.add_argument("--rows", action="store_true", help="print every peak row's errors too")
+    ap.add_argument("--only", metavar="READING,NEAR", help="one configuration, e.g. line,on")
     args = ap.parse_args(argv)
+    configs = CONFIGS
+    if args.only:
+        hold, near = args.only.split(",")
+        if hold not in ("ratio", "line") or near not in ("on", "off"):
+            ap.error(f"--only must be ratio|line,on|off, got {args.only!r}")
+        configs = [(hold, near == "on")]
     days = args.days or sorted(p for p in (ROOT / "validation" / "runs").iterdir() if p.is_dir())
     warnings.simplefilter("ignore")
     totals: dict = {}
     with tempfile.TemporaryDirectory() as tmp:
         for day in days:
-            for hold, near in CONFIGS:
+            for hold, near in configs:
                 t0 = time.perf_counter()
                 summary = rescore(day, hold, near, pathlib.Path(tmp))
                 label = f"{hold:5s} near={'on ' if near else 'off'}"

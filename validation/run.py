@@ -1064,12 +1064,13 @@ def parse_args(argv=None):
     p.add_argument("--repredict", metavar="DIR", default=None,
                    help="no measuring: recompute the predictions of the sweep in DIR with the current models "
                         "(with --user-path: fit the saved days in DIR again)")
-    p.add_argument("--hold-cpu", choices=("ratio", "line"), default="ratio",
+    p.add_argument("--hold-cpu", choices=("ratio", "line"), default="line",
                    help="with --user-path --repredict: the reading of the day's CPU counter the fits hold "
-                        "where it shows a background (ratio: the package's; line: its line against the rate)")
-    p.add_argument("--rr-near-constant", action="store_true",
-                   help="with --user-path --repredict: try rr with deterministic CPU where the best PS/FCFS "
-                        "fit's scv is below rr's search range (off in the package)")
+                        "where it shows a background (line: its line against the rate, the package's; "
+                        "ratio: busy over rate)")
+    p.add_argument("--rr-near-constant", choices=("on", "off"), default="on",
+                   help="with --user-path --repredict: whether rr is tried with deterministic CPU where the "
+                        "best PS/FCFS fit's scv is below rr's search range (on in the package)")
     a = p.parse_args(argv)
     q = a.quick
     # The user path has its own defaults (validation/user_path.py): it takes only what was given.
@@ -1114,7 +1115,7 @@ def main(argv=None) -> int:
             from capacity.fit import _rr_candidates
 
             _cpu_law.HOLD = args.hold_cpu
-            _rr_candidates.RR_NEAR_CONSTANT = args.rr_near_constant
+            _rr_candidates.RR_NEAR_CONSTANT = args.rr_near_constant == "on"
             user_path.repredict(Path(args.repredict))
             return 0
         out = Path(args.out) if args.out else HERE / ("results-user-path" + ("-quick" if args.quick else ""))

@@ -120,8 +120,9 @@ class PercentileFit(FitResult):
         draws stay within the fit's search bounds, and the interval is widened to hold the
         estimate where their central range misses it.  Where the CPU per request is held by the
         utilisation law and the windows' CPU shows a background (busy cores at zero QPS), the same
-        draws are made again with the mean of the requests on cores slowed by that background
-        instead of the ratio the fit holds (:mod:`capacity.fit._cpu_law`): a day cannot tell which
+        draws are made again with the ratio ``sum(busy) / sum(rate)`` instead of the mean of the
+        requests on cores slowed by that background, which the fit holds
+        (:mod:`capacity.fit._cpu_law`): a day cannot tell which
         holds at a peak; the interval is then the union of the two readings' central ranges.
         ``high`` is ``inf`` where some plausible parameters make the queue unstable at that load.
 

@@ -72,15 +72,19 @@ class PercentileObservations:
         return not np.isnan(self.n_requests).any()
 
     def utilization_law(self) -> tuple[float | None, float]:
-        """E[S] from the utilisation law ``sum(U_i c_i) / sum(lambda_i)`` (None without
-        utilisation) and the spread of the per-observation costs over that mean."""
+        """E[S] by the utilisation law (None without utilisation): ``sum(U_i c_i) /
+        sum(lambda_i)``, or where the observations' CPU against their rate shows a background, the
+        requests' mean on cores slowed by it (:func:`capacity.fit._cpu_law.held_mean`); and the
+        spread of the per-observation costs over the ratio."""
         util = self.utilization
         if np.isnan(util).any():
             return None, 0.0
+        from ._cpu_law import held_mean
+
         lam_o, srv_o = self._per_observation()
         per = util * srv_o / lam_o
-        mean = float(np.sum(util * srv_o) / np.sum(lam_o))
-        return mean, (float(np.ptp(per) / mean) if per.size > 1 else 0.0)
+        ratio = float(np.sum(util * srv_o) / np.sum(lam_o))
+        return held_mean(self.cpu_readings()), (float(np.ptp(per) / ratio) if per.size > 1 else 0.0)
 
     def cpu_readings(self):
         """Both readings of the utilisation law (:func:`capacity.fit._cpu_law.cpu_readings`);

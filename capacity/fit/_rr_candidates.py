@@ -58,15 +58,17 @@ def rr_can_be_told(data) -> bool:
 
 
 #: Whether rr is tried with deterministic CPU where the best PS/FCFS fit's scv lies below what rr
-#: can search (:func:`rr_family`).  Off: a switch for the validation harness
-#: (``validation/run.py --user-path --repredict DIR --rr-near-constant``), which measured it on the
-#: saved real-server days (validation/README.md); not a user option.
-RR_NEAR_CONSTANT = False
+#: can search (:func:`rr_family`).  On; a switch for the validation harness
+#: (``validation/run.py --user-path --repredict DIR --rr-near-constant off``,
+#: ``tools/rescore_user_path.py``), which measured it on the saved real-server days
+#: (validation/README.md): with the CPU's line held (:data:`capacity.fit._cpu_law.HOLD`) it took
+#: the p99s within 20 % from 43 to 48 of 56 peak points; not a user option.
+RR_NEAR_CONSTANT = True
 
 
 def rr_family(best: str, top, family, servers) -> str:
     """The CPU-time family rr is tried with: the best PS/FCFS fit's, or, with
-    :data:`RR_NEAR_CONSTANT`, deterministic where that fit's scv lies below the range rr can search
+    :data:`RR_NEAR_CONSTANT` (on), deterministic where that fit's scv lies below the range rr can search
     with it (the PS tables' floor, 0.01): a handler of fixed work in await-separated slices fits
     there as FCFS with scv 0.001, and rr held to 0.01 had a body too wide for the day's light
     windows (seed-4 day of the validation server: 2,000 worse in deviance than FCFS + delay, whose

@@ -356,9 +356,9 @@ def from_histograms(
     Jacobian computed in one batched model call.  With every window's utilisation the mean is
     held by the utilisation law ``E[S] = sum(U_w c_w) / sum(lambda_w)`` as in
     :func:`from_percentiles` (so CPU spent outside requests counts as request cost); where the
-    windows' CPU against their rate shows a background (busy cores at zero QPS), the summary has
-    a ``background`` row and the prediction intervals span the other reading too, requests on
-    cores slowed by that background (:mod:`capacity.fit._cpu_law`).
+    windows' CPU against their rate shows a background (busy cores at zero QPS), the mean held
+    is that of requests on cores slowed by the background, the summary has a ``background`` row,
+    and the prediction intervals span the ratio too (:mod:`capacity.fit._cpu_law`).
 
     F_w comes from the model's quantiles at 40 levels from q = 0.001 to 1 - 1e-6 (the shipped
     tables' levels, so tabled models answer from their splines), ``log t`` linear in

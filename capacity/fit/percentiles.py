@@ -83,12 +83,12 @@ def from_percentiles(
     utilization : float or array_like, optional
         Measured CPU busy fraction in (0, 1] of ``servers`` during each
         observation.  Holds the mean through the utilisation law
-        ``E[S] = sum(U_i servers_i) / sum(lambda_i)`` (so CPU spent outside
-        requests -- GC, timers -- counts as request cost; see
-        :func:`capacity.fit.from_utilization` to separate it).  Where five or more
-        observations' CPU against their rate shows such a background, the summary has a
-        ``background`` row and the prediction intervals span the other reading too, requests
-        on cores slowed by it (:mod:`capacity.fit._cpu_law`).
+        ``E[S] = sum(U_i servers_i) / sum(lambda_i)`` (CPU spent outside
+        requests -- GC, timers -- then counts as request cost).  Where five or more
+        observations' CPU against their rate shows such a background (a line with an
+        intercept, as :func:`capacity.fit.from_utilization`), the mean held is the requests'
+        on cores slowed by it instead, the summary has a ``background`` row, and the
+        prediction intervals span the ratio too (:mod:`capacity.fit._cpu_law`).
     delay : "auto", None, "constant", "lognormal" or float, default "auto"
         Non-CPU latency added to every response (IO, database, network; it
         holds no CPU so it does not queue).  A number holds it fixed (seconds);
