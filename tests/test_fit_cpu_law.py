@@ -173,6 +173,24 @@ def test_a_fit_with_every_parameter_held_is_spread_by_its_model_error():
     assert got.high == pytest.approx(got.estimate * math.exp(1.645 * m), rel=0.3 * m)
 
 
+def test_an_interval_at_a_rate_does_not_depend_on_the_rates_asked_with_it():
+    """The model error is one factor per draw along the whole curve: the band at 50 and 70 req/s
+    asked together is the band asked at each alone (one factor per point drew fresh noise for
+    every column, and the band at 70 moved with the other rates of the call)."""
+    lam = np.array([10.0, 20.0, 30.0, 40.0])
+    svc = Service.gamma(0.01, 0.3)
+    recs = [{"percentiles": {q: float(ps.response_quantile(q, x, svc)) * (1.04 if q > 0.9 else 0.97)
+                             for q in (0.5, 0.9, 0.99)},
+             "arrival_rate": x, "utilization": 0.01 * x, "n_requests": 20_000} for x in lam]
+    fit = from_percentiles(recs, discipline="ps", family="gamma", delay=None)
+    assert float(fit.fit_quality_["rms_rel_error"]) > 0.01
+    together = fit.predict(0.99, np.array([50.0, 70.0]), interval=0.9)
+    for i, rate in enumerate((50.0, 70.0)):
+        alone = fit.predict(0.99, rate, interval=0.9)
+        assert float(np.asarray(together.low)[i]) == pytest.approx(float(alone.low), rel=1e-12)
+        assert float(np.asarray(together.high)[i]) == pytest.approx(float(alone.high), rel=1e-12)
+
+
 def test_a_percentile_fit_holds_the_line_as_a_histogram_fit_does():
     """Eight observations of M/D/1 FCFS on a core of which 4 % is background (CPU 10 ms / 0.96 a
     request; the counter ``0.04 + 0.01 x rate``, exact): ``from_percentiles`` holds the requests'

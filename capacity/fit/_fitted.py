@@ -376,13 +376,19 @@ class PercentileFit(FitResult):
     def _with_model_error(self, draws: np.ndarray) -> np.ndarray:
         """Each draw times ``exp(m Z)``, Z standard normal (seeded), m :meth:`_model_error`: how far
         the model missed the data it came from, carried into the prediction as a model error of
-        that size (conservative: the miss holds some sampling noise too)."""
+        that size (conservative: the miss holds some sampling noise too).
+
+        One Z per draw, shared by every point of the call: a model that is off is off along the
+        whole curve, and the interval at a rate does not depend on which other rates were asked
+        with it (one Z per point made ``predict(q, [a, b])`` at ``a`` differ from ``predict(q, a)``
+        by the Monte Carlo noise of a fresh set of Z)."""
         m = self._model_error()
         if m <= 0:
             return draws
         rng = np.random.default_rng(31)
+        z = rng.standard_normal((draws.shape[0],) + (1,) * (draws.ndim - 1))
         with np.errstate(invalid="ignore"):
-            return draws * np.exp(m * rng.standard_normal(draws.shape))
+            return draws * np.exp(m * z)
 
     def _warn_extrapolation(self, lb, sb) -> None:
         seen = float(self.fit_quality_.get("max_utilization", np.nan))
