@@ -28,6 +28,12 @@ their own (3, 6, 12, 24, 48), read between the two tables either side: a 20-rate
 a whole default ``from_percentiles`` fit (four percentiles at one load); baseline, in the same
 process, the direct computation (every table disabled) of the same sweep.
 
+``--one-core-saturation``: what a fit's 90 % interval asks at one rate near saturation on one
+core: p99 over 400 draws of the CPU law (lognormal and gamma, E[S] = 11.8 ms) at utilisation
+0.9992, above the one-core table's top (0.999), where the top's ``(1 - rho) t_q`` is held
+(``capacity._quantile_table._log_t_one_core_heavy``); baseline, in the same process, the direct
+computation of every tenth draw, times ten.
+
 ``--light-tail``: deterministic CPU on one core, what a histogram fit of a day asks each time it
 evaluates the model: 40 levels (q 0.001 to 1 - 1e-6) at 24 light loads (utilisation 0.02-0.16).
 The table answers all of them; baseline, in the same process, the former path: the direct
@@ -136,6 +142,23 @@ def heavy_traffic() -> None:
             print(f"  {name:16s} c={c:2d}  {fast:7.1f} ms   direct {slow:8.0f} ms   ratio {slow / fast:6.0f}", flush=True)
 
 
+def one_core_saturation() -> None:
+    """A fit's 90 % interval at one rate near saturation: 400 parameter draws at utilisation 0.9992
+    (the user-path harness's crossing grid met this: 83 s for one call)."""
+    print("one core at utilisation 0.9992, p99 over 400 draws of the CPU law's scv, best of 3;"
+          " direct = every table disabled, once")
+    for name, family, scvs in (("lognormal scv 0.015-0.05", "lognormal", (0.015, 0.05)),
+                               ("gamma scv 0.3-0.7", "gamma", (0.3, 0.7)),
+                               ("lognormal scv 0.8-1.5", "lognormal", (0.8, 1.5))):
+        scv = np.geomspace(*scvs, 400)
+        lam = 0.9992 / 0.0118
+        fast = best_ms(lambda: ps.response_quantile(0.99, lam, getattr(Service, family)(0.0118, scv)))
+        # The direct baseline on every tenth draw (all 400 took 75-500 s), scaled to 400.
+        few = getattr(Service, family)(0.0118, scv[::10])
+        slow = 10 * direct_ms(lambda: ps.response_quantile(0.99, lam, few))
+        print(f"  {name:26s} {fast:7.1f} ms   direct {slow:9.0f} ms   ratio {slow / fast:8.0f}", flush=True)
+
+
 def between_cores() -> None:
     import warnings
 
@@ -209,6 +232,9 @@ def main() -> None:
         return
     if "--between-cores" in sys.argv:
         between_cores()
+        return
+    if "--one-core-saturation" in sys.argv:
+        one_core_saturation()
         return
     if "--many-levels" in sys.argv:
         many_levels()

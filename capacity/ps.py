@@ -729,8 +729,10 @@ def response_quantile(q: ArrayLike, arrival_rate: ArrayLike, service: Service | 
     0.085 to 5.5 (12 nodes) -- x 40 levels from q = 0.001 to 1 - 1e-6, read by a cubic spline;
     :func:`response_sf` solves the same spline for the level), because the
     direct computation is slow for these laws (``benchmarks/bench_ps.py``).
-    Points off the table (rho > 0.999, scv outside, q beyond the levels) are
-    computed directly.  Below these scv values the near-constant table above answers (the
+    From utilisation 0.999 to 0.9999, p10 and up hold the top's ``(1 - rho) t_q`` (heavy-traffic
+    limit, :func:`capacity._quantile_table._log_t_one_core_heavy`: within 3.4 % of the direct
+    computation, 0.2-2 s a point there).  Other points off the table (rho > 0.9999, lower
+    levels above 0.999, scv outside, q beyond the levels) are computed directly.  Below these scv values the near-constant table above answers (the
     lognormal row at scv 0.469 below was measured on this main table, before it).  No tabled
     answer is below the service's own quantile (T >= S): at light load the spline dipped up to
     4.5 % below it (lognormal scv 3, p99, rho 0.001-0.03), and the floor holds it there.

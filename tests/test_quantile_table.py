@@ -155,14 +155,35 @@ def test_monotone_in_load_and_level():
 
 @needs_ps
 def test_points_outside_the_table_are_computed_directly(direct):
-    """rho above 0.999, an scv beyond the grid and q beyond 1 - 1e-6 fall back to the direct
-    computation, so they agree with it exactly."""
-    cases = [(0.9995, Service.lognormal(1.0, 1.0), 0.99),
+    """rho above 0.9999 (or above 0.999 below p10), an scv beyond the grid and q beyond 1 - 1e-6
+    fall back to the direct computation, so they agree with it exactly."""
+    cases = [(0.99995, Service.lognormal(1.0, 1.0), 0.99), (0.9995, Service.lognormal(1.0, 1.0), 0.05),
              (0.5, Service.lognormal(1.0, 40.0), 0.99),
              (0.5, Service.lognormal(1.0, 1.0), 1 - 1e-7)]
     for lam, svc, q in cases:
         assert ps.response_quantile(q, lam, svc) == pytest.approx(
             float(direct(ps.response_quantile, q, lam, svc)), rel=1e-12)
+
+
+@needs_ps
+def test_one_core_above_the_top_holds_the_tables_scaled_value(direct):
+    """Above utilisation 0.999 to 0.9999 one core's quantiles from p10 up are the top's
+    ``(1 - rho) t_q`` held (the heavy-traffic limit ``(1 - rho) T -> S E``): within the 3.4 % the
+    docstring of ``_log_t_one_core_heavy`` states of the direct computation (which took ~1 s a
+    point there); ``sf`` inverts them, and levels below p10 are the direct computation's."""
+    q = np.array([0.1, 0.5, 0.9, 0.99, 0.999])
+    for svc in (Service.lognormal(1.0, 0.1), Service.gamma(1.0, 0.5), Service.gamma(1.0, 1.0)):
+        for rho in (0.9995, 0.9999):
+            got = np.asarray(ps.response_quantile(q, rho, svc))
+            want = np.asarray(direct(ps.response_quantile, q, rho, svc))
+            np.testing.assert_allclose(got, want, rtol=0.034)
+            np.testing.assert_allclose(ps.response_sf(got, rho, svc), 1 - q, rtol=1e-7)
+            # The rule is not the table's value at the top: it grows as 1 / (1 - rho).
+            top = np.asarray(ps.response_quantile(q, table.RHO[-1], svc))
+            np.testing.assert_allclose(got * (1 - rho), top * (1 - table.RHO[-1]), rtol=1e-9)
+    svc = Service.gamma(1.0, 0.5)
+    low = ps.response_sf(2.0, 0.9995, svc)          # P(T > 2 E[S]) near 1: off the rule's levels
+    assert low > 0.9 and low == pytest.approx(float(direct(ps.response_sf, 2.0, 0.9995, svc)), rel=1e-12)
 
 
 @pytest.mark.parametrize("discipline", ["ps", "fcfs"])

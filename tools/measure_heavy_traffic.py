@@ -4,8 +4,8 @@ the direct computation (every table disabled) in the same process.
 
 Usage (from the repository root)::
 
-    python tools/measure_heavy_traffic.py                  # all three sections, ~8 min
-    python tools/measure_heavy_traffic.py heavy            # one section: heavy, exponential, deterministic
+    python tools/measure_heavy_traffic.py                  # every section, ~20 min
+    python tools/measure_heavy_traffic.py heavy            # one section: heavy, exponential, deterministic, one
 
 Sections:
 
@@ -19,6 +19,10 @@ Sections:
 * ``deterministic``: deterministic CPU on 2, 3, 4, 16 and 64 cores
   (:mod:`capacity._ps_deterministic_table`, the tables' gamma rows taken to cv 0) against the
   extra-delay path, utilisation 0.2-0.99, p30-p99.9.
+
+* ``one``: lognormal (scv 0.01-20) and gamma (0.01-10) CPU on one core at utilisation 0.9992-0.9999,
+  above the one-core PS table's top, where :func:`capacity._quantile_table._log_t_one_core_heavy`
+  holds the top's ``(1 - rho) t_q``; levels p10-p99.99.
 
 Each line: the largest and the median relative difference, the largest per level, and both
 computations' seconds.
@@ -86,7 +90,22 @@ def deterministic() -> None:
         _line(f"deterministic c {c}", read / direct - 1.0, q, levels, rs, ds)
 
 
-SECTIONS = {"heavy": heavy, "exponential": exponential, "deterministic": deterministic}
+def one(families=None) -> None:
+    """One core above the PS table's top (0.999) to 0.9999: the top's ``(1 - rho) t_q`` held
+    (:func:`capacity._quantile_table._log_t_one_core_heavy`) against the direct computation; the
+    levels below p10 are computed directly by the package, so only p10 up are compared (~12 min,
+    most of it lognormal scv 4 and 20)."""
+    levels = (0.1, 0.5, 0.9, 0.99, 0.999, 0.9999)
+    families = families or {"lognormal": (0.01, 0.1, 0.5, 1.0, 4.0, 20.0), "gamma": (0.01, 0.1, 0.5, 1.0, 4.0, 10.0)}
+    print("one core above the table's top (0.9992-0.9999)      max  median   " + "  ".join(f"p{100 * v:g}" for v in levels))
+    rho, q = (g.ravel() for g in np.meshgrid((0.9992, 0.9995, 0.9999), levels, indexing="ij"))
+    for family, scvs in families.items():
+        for scv in scvs:
+            read, direct, rs, ds = _both(q, rho, getattr(Service, family)(1.0, scv), 1)
+            _line(f"{family} scv {scv:g}", read / direct - 1.0, q, levels, rs, ds)
+
+
+SECTIONS = {"heavy": heavy, "exponential": exponential, "deterministic": deterministic, "one": one}
 
 if __name__ == "__main__":
     for name in sys.argv[1:] or list(SECTIONS):
