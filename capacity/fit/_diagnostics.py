@@ -125,13 +125,21 @@ def slices_warnings(slices_range, best: int, busiest: float) -> Warnings:
                 if busiest < 0.5 else "; add percentiles at other loads, or give slices="))]
 
 
-def utilization_spread_warnings(mean_fixed, spread: float) -> Warnings:
-    """The utilisation law gives per-observation costs that disagree."""
+def utilization_spread_warnings(mean_fixed, spread: float, background: float = 0.0) -> Warnings:
+    """The utilisation law gives per-observation costs that disagree (about the line, where the
+    fit read a background of ``background`` busy cores at zero traffic)."""
     if mean_fixed is None or not spread > 0.2:
         return []
+    if background > 0:
+        why = (f"even about the line through the {background:.3g} busy cores of background they "
+               "show (CPU at zero traffic, which the fit separates): the request mix changes "
+               "between them, and the fit's CPU per request holds for their mix only")
+    else:
+        why = ("background CPU (GC, timers) that the observations could not separate (too few, or "
+               "their rates too alike; from_utilization over more windows reads it with its "
+               "uncertainty) or a changing request mix")
     return [(FitWarning, (f"the utilisation law gives per-observation CPU costs that differ by "
-                          f"{spread:.0%} of their mean: background CPU (GC, timers) or a changing "
-                          "request mix; use from_utilization to separate the background"))]
+                          f"{spread:.0%} of their mean: {why}"))]
 
 
 def solver_warnings(converged: bool, max_nfev: int, rms: float, comp, model) -> Warnings:

@@ -76,16 +76,19 @@ class PercentileObservations:
         """E[S] by the utilisation law (None without utilisation): ``sum(U_i c_i) /
         sum(lambda_i)``, or where the observations' CPU against their rate shows a background, the
         requests' mean on cores slowed by it (:func:`capacity.fit._cpu_law.held_mean`); and the
-        spread of the per-observation costs over the ratio."""
+        spread of the per-observation costs over their pooled value, the background taken out
+        first where one was read (a background alone spreads the ratios, more at light load)."""
         util = self.utilization
         if np.isnan(util).any():
             return None, 0.0
         from ._cpu_law import held_mean
 
         lam_o, srv_o = self._per_observation()
-        per = util * srv_o / lam_o
-        ratio = float(np.sum(util * srv_o) / np.sum(lam_o))
-        return held_mean(self.cpu_readings()), (float(np.ptp(per) / ratio) if per.size > 1 else 0.0)
+        readings = self.cpu_readings()
+        busy = util * srv_o - readings.background
+        per = busy / lam_o
+        pooled = float(np.sum(busy) / np.sum(lam_o))
+        return held_mean(readings), (float(np.ptp(per) / pooled) if per.size > 1 else 0.0)
 
     def cpu_readings(self):
         """Both readings of the utilisation law (:func:`capacity.fit._cpu_law.cpu_readings`);

@@ -432,7 +432,7 @@ def _fit_model(space: SearchSpace, opts: PercentileOptions, obs: PercentileObser
     busiest = float(np.max(obs.lam * res.cpu_per_request_ / obs.servers))
     for category, message in (
             diag.slices_warnings(slices_range, res.slices_, busiest)
-            + diag.utilization_spread_warnings(mean_fixed, util_spread)
+            + diag.utilization_spread_warnings(mean_fixed, util_spread, readings.background if readings else 0.0)
             + diag.solver_warnings(sol.converged, opts.max_nfev, sol.rms, comp, space.model)
             + diag.bound_warnings(space, sol.theta)
             + diag.identifiability_warnings(sens, space.t_ref, opts.delay)
