@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import pathlib
 import shutil
 import subprocess
@@ -140,6 +141,12 @@ def test_the_short_user_path_runs_and_reports(tmp_path):
     # takes out).
     md = (tmp_path / "user_path.md").read_text()
     assert md.count("\n| cpu | ") == len(summary["rows"]) + len(summary["crossings"])
+    # The server pinned to the first core this process may use (Prometheus, the generator and the
+    # harness on the second), and the report says so.
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) >= 2:
+        assert {row["server_core"] for row in summary["rows"]} == {cores[0]}, summary["rows"]
+        assert f"the server pinned to core {cores[0]}" in md, md
     for row in summary["rows"]:
         assert row["peak_cpu_per_request_ms"] == pytest.approx(1e3 * row["measured_util"] / row["rate"])
         assert f"{row['cpu_per_request_ms']:.2f} \u2192 {row['peak_cpu_per_request_ms']:.2f}" in md
@@ -228,6 +235,8 @@ def test_a_peak_run_on_a_noisy_host_is_measured_again(monkeypatch, tmp_path):
     assert "a noisy host" in notes and notes.count("cpu at 0.790") == 2, notes
     quiet = dict(row, noisy_runs_dropped=[], peak_spin_cpu_share=0.99)
     assert up._host_notes([quiet]) == [] and up._host_notes([dict(quiet, peak_spin_cpu_share=math.nan)]) == []
+    placed = up._host_notes([dict(quiet, server_core=0), dict(quiet, server_core=0)])
+    assert placed == ["", "- cpu: the server pinned to core 0, the harness, Prometheus and the generator off it"], placed
 
 @pytest.fixture(scope="module")
 def rescored(tmp_path_factory):

@@ -1121,7 +1121,7 @@ def main(argv=None) -> int:
         out = Path(args.out) if args.out else HERE / ("results-user-path" + ("-quick" if args.quick else ""))
         user_path.run(out, quick=args.quick, seed=args.seed,
                       handlers=args.handlers.split(",") if args.handlers else None,
-                      repeats=args.given_repeats, peak_s=args.given_duration)
+                      repeats=args.given_repeats, peak_s=args.given_duration, pin=args.pin)
         return 0
     res = repredict(args) if args.repredict else sweep(args)
     pts = [r for r in res["points"] if r.get("kind") == "point"]

@@ -32,6 +32,7 @@ import dataclasses
 import importlib.util
 import json
 import math
+import os
 import pathlib
 import shutil
 import subprocess
@@ -82,6 +83,8 @@ class Settings:
     # loops' wall time (:func:`_spin_cpu_share`) is run again, up to ``host_retries`` times.
     min_spin_share: float = 0.0
     host_retries: int = 0
+    # The server on a core of its own, everything the harness starts on another (:func:`_placement`).
+    pin: bool = True
 
 
 #: A single 60-90 s run's p99 at 0.7-0.8 moves by +-20-25 % with the luck of its arrivals (the
@@ -124,6 +127,23 @@ def _harness():
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
+
+
+def _placement() -> tuple[int | None, int | None]:
+    """(the server's core, the core of everything else: this harness, Prometheus, the generator),
+    the first two this process may use; None, None on one core or without CPU affinity.
+
+    Why: unpinned, a 2-core host's other work (a test run, a fit) took 9-17 % of the server's core
+    in some peak runs (the seed-9 timer-sliced day, validation/README.md), medians 1.5-3x the quiet
+    runs'; pinned, the harness's own processes keep off its core, as in the sweep.  The server
+    stays at normal priority, as the sweep's does: with a real-time main thread Node spins on
+    locks its helper threads hold on the same core (validation/README.md, "Pinning and
+    priority"), and here a quick run's peak overran its generator's 60 s limit."""
+    try:
+        cores = sorted(os.sched_getaffinity(0))
+    except AttributeError:          # not Linux
+        return None, None
+    return (cores[0], cores[1]) if len(cores) >= 2 else (None, None)
 
 
 def missing() -> str | None:
@@ -257,12 +277,14 @@ def _run_spread(run_p99_ms: list[float]) -> tuple[float, float]:
 #: What a row holds of the measurement itself (the rest is the fit's): kept by :func:`repredict`.
 MEASURED = ("target_util", "rate", "measured_util", "requests", "runs", "p99_ms", "run_p99_ms", "mean_ms",
             "peak_lag_p99_ms", "day_lag_p99_ms", "peak_spin_cpu_share", "day_spin_cpu_share",
-            "run_spin_cpu_share", "noisy_runs_dropped")
+            "run_spin_cpu_share", "noisy_runs_dropped", "server_core")
 
 
-def run_handler(h: DayHandler, s: Settings, out: pathlib.Path, seed: int) -> tuple[list[dict], list[dict], str]:
+def run_handler(h: DayHandler, s: Settings, out: pathlib.Path, seed: int,
+                server_core: int | None = None) -> tuple[list[dict], list[dict], str]:
     """The day, the user's fit and the peak points of one handler: (rows, crossings, the fits'
-    summaries).  The fits' query answers are saved as ``day-<handler>-<histogram>.json``."""
+    summaries).  The fits' query answers are saved as ``day-<handler>-<histogram>.json``.  With
+    ``server_core`` the server runs on that core (each row says which)."""
     from capacity.fit import from_prometheus
 
     harness = _harness()
@@ -271,7 +293,8 @@ def run_handler(h: DayHandler, s: Settings, out: pathlib.Path, seed: int) -> tup
     server = subprocess.Popen(["node", str(SERVER), "--metrics", "--port", "0",
                                "--max-seconds",
                                str(int(s.day_s + 2 * len(PEAK_UTILS) * s.repeats * s.peak_s + 1800))],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              preexec_fn=None if server_core is None else lambda: os.sched_setaffinity(0, {server_core}))
     try:
         port = json.loads(server.stdout.readline())["port"]
         gen_port = harness.free_port()
@@ -318,7 +341,7 @@ def run_handler(h: DayHandler, s: Settings, out: pathlib.Path, seed: int) -> tup
                              "mean_ms": 1e3 * float(np.mean(t)),
                              "peak_lag_p99_ms": max(lags), "day_lag_p99_ms": day_run["lag_p99_ms"],
                              "peak_spin_cpu_share": min(shares), "run_spin_cpu_share": shares,
-                             "noisy_runs_dropped": noisy,
+                             "noisy_runs_dropped": noisy, "server_core": server_core,
                              "day_spin_cpu_share": _spin_cpu_share(day_run.get("server") or {})})
         return _rows(h, fits, notes, measured)
     finally:
@@ -435,11 +458,11 @@ def _refined(fit, threshold: float, rates: np.ndarray, estimate) -> float:
 
 # --------------------------------------------------------------------------- the run
 def run(out: pathlib.Path, quick: bool = False, seed: int = 1, handlers: list[str] | None = None,
-        repeats: int | None = None, peak_s: float | None = None) -> dict:
+        repeats: int | None = None, peak_s: float | None = None, pin: bool = True) -> dict:
     """Every handler's day, fit and peak (or those named in ``handlers``); writes the table, the
     plot and ``summary.json`` (the table also after each handler, so a long run's finished
     handlers survive an interruption).  ``repeats`` and ``peak_s`` override the mode's runs per
-    peak point and seconds per run."""
+    peak point and seconds per run; ``pin=False`` leaves the server unpinned (:func:`_placement`)."""
     import pandas as pd
 
     why = missing()
@@ -455,6 +478,7 @@ def run(out: pathlib.Path, quick: bool = False, seed: int = 1, handlers: list[st
         if not peak_s > 2 * s.warmup_s:
             raise ValueError(f"peak_s must exceed twice the warm-up ({2 * s.warmup_s:g} s), got {peak_s}")
         s = dataclasses.replace(s, peak_s=float(peak_s))
+    s = dataclasses.replace(s, pin=bool(pin))
     rows, crossings, texts = [], [], []
     began = time.time()
     chosen = QUICK if quick else FULL
@@ -464,12 +488,21 @@ def run(out: pathlib.Path, quick: bool = False, seed: int = 1, handlers: list[st
         if unknown:
             raise ValueError(f"unknown handler(s) {unknown}; this mode has {list(pool)}")
         chosen = [pool[name] for name in handlers]
-    for i, h in enumerate(chosen):
-        got, crossed, text = run_handler(h, s, out, seed + 100 * i)
-        rows += got
-        crossings += crossed
-        texts.append(f"== {h.name} ({h.path})\n{text}")
-        pd.DataFrame(rows).to_csv(out / "user_path.csv", index=False)
+    server_core, others_core = _placement() if s.pin else (None, None)
+    before = os.sched_getaffinity(0) if others_core is not None else None
+    try:
+        if others_core is not None:
+            # This process and what it starts (Prometheus, the generator) keep off the server's core.
+            os.sched_setaffinity(0, {others_core})
+        for i, h in enumerate(chosen):
+            got, crossed, text = run_handler(h, s, out, seed + 100 * i, server_core)
+            rows += got
+            crossings += crossed
+            texts.append(f"== {h.name} ({h.path})\n{text}")
+            pd.DataFrame(rows).to_csv(out / "user_path.csv", index=False)
+    finally:
+        if before is not None:
+            os.sched_setaffinity(0, before)
     return _report(out, {"mode": "quick" if quick else "full", "seconds": time.time() - began,
                          "settings": dataclasses.asdict(s)}, rows, crossings, texts)
 
@@ -536,13 +569,19 @@ def _report(out: pathlib.Path, head: dict, rows: list[dict], crossings: list[dic
 
 
 def _host_notes(rows: list[dict]) -> list[str]:
-    """A line per peak point whose runs the host disturbed: those measured again, and any kept with
-    the host holding more of the server's core than FULL_SETTINGS allows (nothing on older days,
-    which did not record it)."""
-    notes = []
+    """Where the server ran (a line per handler: its core), and a line
+    per peak point whose runs the host disturbed: those measured again, and any kept with the host
+    holding more of the server's core than FULL_SETTINGS allows (nothing on older days, which did
+    not record these)."""
+    notes, placed = [], set()
     for r in rows:
         if r["histogram"] != SOURCES[0][0]:
             continue
+        core = r.get("server_core")
+        if isinstance(core, int) and r["handler"] not in placed:
+            placed.add(r["handler"])
+            notes.append(f"- {r['handler']}: the server pinned to core {core}, the harness, Prometheus and "
+                         "the generator off it")
         dropped = r.get("noisy_runs_dropped")
         dropped = dropped if isinstance(dropped, list) else []
         low = r.get("peak_spin_cpu_share", math.nan)
