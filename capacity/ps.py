@@ -731,11 +731,11 @@ def response_quantile(q: ArrayLike, arrival_rate: ArrayLike, service: Service | 
     direct computation is slow for these laws (``benchmarks/bench_ps.py``).
     From utilisation 0.999 to 0.9999, p10 and up hold the top's ``(1 - rho) t_q`` (heavy-traffic
     limit, :func:`capacity._quantile_table._log_t_one_core_heavy`: within 3.4 % of the direct
-    computation, 0.2-2 s a point there).  Other points off the table (rho > 0.9999, lower
-    levels above 0.999, scv outside, q beyond the levels) are computed directly.  Below these scv values the near-constant table above answers (the
-    lognormal row at scv 0.469 below was measured on this main table, before it).  No tabled
-    answer is below the service's own quantile (T >= S): at light load the spline dipped up to
-    4.5 % below it (lognormal scv 3, p99, rho 0.001-0.03), and the floor holds it there.
+    computation, 0.2-2 s a point there); other points off the table (rho > 0.9999, lower levels
+    there, scv outside, q beyond the levels) directly.  Below these scv values the near-constant
+    table above answers (the lognormal row at scv 0.469 below was measured on this main table,
+    before it).  No tabled answer is below the service's own quantile (T >= S): at light load the
+    spline dipped 4.5 % below it (lognormal scv 3, p99, rho 0.001-0.03); the floor holds it there.
     At the nodes the table reproduces the direct
     computation (to 0.2 %); between them it is smoother than it: the
     hyper-Erlang fit changes structure with scv, so the direct result jumps
