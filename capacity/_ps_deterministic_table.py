@@ -151,14 +151,25 @@ def direct_resolved(rho: np.ndarray) -> np.ndarray:
 
 
 def _log_t(z: np.ndarray, rho: np.ndarray) -> np.ndarray:
-    """log(t_p / S) at conditional level z (flat arrays, z inside the levels)."""
+    """log(t_p / S) at conditional level z (flat arrays, z inside the levels).  Above the top
+    utilisation (to :data:`capacity._quantile_table.ONE_CORE_HEAVY_TOP`) the stored
+    ``(1 - rho) t_p / S`` is held at the top's, the heavy-traffic rule of
+    :func:`capacity._quantile_table._log_t_one_core_heavy`: against the direct computation at
+    0.9992-0.9999, p10-p99.99, within 0.9 % (p50 up: 0.1 %; ``tools/measure_heavy_traffic.py
+    one``), where that took 70-130 ms a point."""
     r = np.clip(rho, RHO[0], RHO[-1])
     pts = np.column_stack([np.log(r / (1.0 - r)), np.clip(z, Z[0], Z[-1])])
-    return _table()(pts) - np.log1p(-r)
+    return _table()(pts) - np.log1p(-np.where(rho > RHO[-1], rho, r))
+
+
+def _below_heavy_level(q: np.ndarray, rho: np.ndarray) -> np.ndarray:
+    """Points above the top utilisation at levels below the heavy-traffic rule's (computed directly)."""
+    return (rho > RHO[-1] * (1 + _SLACK)) & (q < _quantile_table.ONE_CORE_HEAVY_LEVEL * (1 - 1e-6))
 
 
 def quantile(q: np.ndarray, rho: np.ndarray) -> np.ndarray:
-    """``t_q / S`` for flat arrays of one-core points with ``0 <= rho <= 0.999``; NaN above Q_MAX.
+    """``t_q / S`` for flat arrays of one-core points with ``0 <= rho <= 0.9999``; NaN above Q_MAX
+    (and above utilisation 0.999 below p10: :func:`_log_t`).
 
     ``S`` exactly at and below the atom; linear in the conditional level from ``S`` to the first
     node; the spline above."""
@@ -167,13 +178,14 @@ def quantile(q: np.ndarray, rho: np.ndarray) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore"):
         p = np.where(a < 1.0, (q - a) / (1.0 - a), 0.0)
     out = np.ones(q.shape)
-    out[q > Q_MAX * (1 + _SLACK)] = np.nan
+    ok = (q <= Q_MAX * (1 + _SLACK)) & ~_below_heavy_level(q, rho)
+    out[~ok] = np.nan
     p_first = -np.expm1(-np.exp(Z[0]))
-    low = (q <= Q_MAX * (1 + _SLACK)) & (p > 0) & (p < p_first)
+    low = ok & (p > 0) & (p < p_first)
     if low.any():
         first = np.exp(_log_t(np.full(low.sum(), Z[0]), rho[low]))
         out[low] = 1.0 + (first - 1.0) * p[low] / p_first
-    high = (q <= Q_MAX * (1 + _SLACK)) & (p >= p_first)
+    high = ok & (p >= p_first)
     if high.any():
         z = np.log(-np.log1p(-np.minimum(p[high], 1.0 - 1e-300)))
         out[high] = np.exp(_log_t(z, rho[high]))
@@ -182,7 +194,8 @@ def quantile(q: np.ndarray, rho: np.ndarray) -> np.ndarray:
 
 def sf(t: np.ndarray, rho: np.ndarray) -> np.ndarray:
     """``P(T > t S)`` for flat arrays (``t`` in units of S) of one-core points with
-    ``0 <= rho <= 0.999``; NaN where the answer lies beyond the table (P(T > t) < 1e-6)."""
+    ``0 <= rho <= 0.9999``; NaN where the answer lies beyond the table (P(T > t) < 1e-6, or above
+    utilisation 0.999 P(T > t) > 0.9: :func:`_log_t`)."""
     t, rho = np.asarray(t, dtype=float), np.asarray(rho, dtype=float)
     a = atom(rho)
     out = np.where(t < 1.0, 1.0, 1.0 - a)           # P(T > S) = 1 - a exactly
@@ -205,8 +218,9 @@ def sf(t: np.ndarray, rho: np.ndarray) -> np.ndarray:
                                         nodes - target[:, None])
         p[solve] = -np.expm1(-np.exp(z))
     res = (1.0 - aa) * (1.0 - p)
-    res[res < (1.0 - Q_MAX) * (1 - _SLACK)] = np.nan
+    res[(res < (1.0 - Q_MAX) * (1 - _SLACK)) | _below_heavy_level(1.0 - res, ra)] = np.nan
     out[idx] = res
+    out[(t <= 1.0) & (rho > RHO[-1] * (1 + _SLACK))] = np.nan    # the level there is below p10
     return out
 
 
@@ -216,7 +230,8 @@ def _covered(inp, shape: tuple):
     rho, mean = flat(inp.utilization), flat(inp.service.mean)
     servers = np.broadcast_to(inp.servers, shape).ravel()
     stable = np.broadcast_to(inp.stable, shape).ravel()
-    return stable & (servers == 1) & (rho >= 0) & (rho <= RHO[-1] * (1 + _SLACK)), rho, mean, stable
+    return (stable & (servers == 1) & (rho >= 0) & (rho <= _quantile_table.ONE_CORE_HEAVY_TOP),
+            rho, mean, stable)
 
 
 def _subset(inp, shape: tuple, mean: np.ndarray, rows: np.ndarray):

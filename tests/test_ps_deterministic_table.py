@@ -126,10 +126,29 @@ def test_sf_inverts_the_quantile_and_beyond_the_table_it_is_direct():
     q = np.array([0.7, 0.9, 0.99, 0.999])
     t = np.asarray(ps.response_quantile(q, lam, svc))
     np.testing.assert_allclose(ps.response_sf(t, lam, svc), np.broadcast_to(1 - q, t.shape), rtol=1e-8)
-    # Utilisation above 0.999 is computed directly (several cores: the next test).
-    assert ps.response_quantile(0.99, 99.95, svc) == pytest.approx(
-        _direct(ps.response_quantile, 0.99, 99.95, svc), rel=1e-12)
+    # Utilisation above 0.9999, and below p10 above 0.999, is computed directly (several cores:
+    # the next test).
+    for level, lam_high in ((0.99, 99.995), (0.05, 99.95)):
+        assert ps.response_quantile(level, lam_high, svc) == pytest.approx(
+            _direct(ps.response_quantile, level, lam_high, svc), rel=1e-12)
     assert ps.response_quantile(0.9, 120.0, svc) == np.inf
+
+
+def test_above_the_top_utilisation_the_tables_scaled_value_is_held():
+    """From utilisation 0.999 to 0.9999, p10 and up, the top's ``(1 - rho) t_q`` is held (the
+    heavy-traffic rule of capacity._quantile_table._log_t_one_core_heavy): within 0.9 % of the
+    direct computation (70 ms a point there), and P(T > t) inverts it."""
+    svc = Service.deterministic(1.0)
+    q = np.array([0.1, 0.5, 0.9, 0.99, 0.999])
+    for rho in (0.9995, 0.9999):
+        got = np.asarray(ps.response_quantile(q, rho, svc))
+        np.testing.assert_allclose(got, _direct(ps.response_quantile, q, rho, svc), rtol=9e-3)
+        # Held: (1 - rho) t_q as at the top (to the atom's move, under 4e-4), where t_q grew 2-10x.
+        np.testing.assert_allclose(got * (1 - rho), det.quantile(q, np.full(q.size, det.RHO[-1])) * (1 - det.RHO[-1]),
+                                   atol=4e-4)
+        np.testing.assert_allclose(ps.response_sf(got, rho, svc), 1 - q, rtol=1e-7)
+    # At S itself the atom is exact (P(T > S) = 1 - (1 - rho) exp(-rho)), computed directly.
+    assert ps.response_sf(1.0, 0.9995, svc) == pytest.approx(1 - 0.0005 * np.exp(-0.9995), rel=1e-6)
 
 
 def test_several_cores_are_read_through_the_many_core_tables():

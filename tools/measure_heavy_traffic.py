@@ -20,7 +20,7 @@ Sections:
   (:mod:`capacity._ps_deterministic_table`, the tables' gamma rows taken to cv 0) against the
   extra-delay path, utilisation 0.2-0.99, p30-p99.9.
 
-* ``one``: lognormal (scv 0.01-20) and gamma (0.01-10) CPU on one core at utilisation 0.9992-0.9999,
+* ``one``: lognormal (scv 0.01-20), gamma (0.01-10) and deterministic CPU on one core at utilisation 0.9992-0.9999,
   above the one-core PS table's top, where :func:`capacity._quantile_table._log_t_one_core_heavy`
   holds the top's ``(1 - rho) t_q``; levels p10-p99.99.
 
@@ -103,6 +103,8 @@ def one(families=None) -> None:
         for scv in scvs:
             read, direct, rs, ds = _both(q, rho, getattr(Service, family)(1.0, scv), 1)
             _line(f"{family} scv {scv:g}", read / direct - 1.0, q, levels, rs, ds)
+    read, direct, rs, ds = _both(q, rho, Service.deterministic(1.0), 1)
+    _line("deterministic", read / direct - 1.0, q, levels, rs, ds)
 
 
 SECTIONS = {"heavy": heavy, "exponential": exponential, "deterministic": deterministic, "one": one}
