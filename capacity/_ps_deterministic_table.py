@@ -162,11 +162,6 @@ def _log_t(z: np.ndarray, rho: np.ndarray) -> np.ndarray:
     return _table()(pts) - np.log1p(-np.where(rho > RHO[-1], rho, r))
 
 
-def _below_heavy_level(q: np.ndarray, rho: np.ndarray) -> np.ndarray:
-    """Points above the top utilisation at levels below the heavy-traffic rule's (computed directly)."""
-    return (rho > RHO[-1] * (1 + _SLACK)) & (q < _quantile_table.ONE_CORE_HEAVY_LEVEL * (1 - 1e-6))
-
-
 def quantile(q: np.ndarray, rho: np.ndarray) -> np.ndarray:
     """``t_q / S`` for flat arrays of one-core points with ``0 <= rho <= 0.9999``; NaN above Q_MAX
     (and above utilisation 0.999 below p10: :func:`_log_t`).
@@ -178,7 +173,7 @@ def quantile(q: np.ndarray, rho: np.ndarray) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore"):
         p = np.where(a < 1.0, (q - a) / (1.0 - a), 0.0)
     out = np.ones(q.shape)
-    ok = (q <= Q_MAX * (1 + _SLACK)) & ~_below_heavy_level(q, rho)
+    ok = (q <= Q_MAX * (1 + _SLACK)) & ~_quantile_table.below_heavy_level(q, rho, RHO[-1])
     out[~ok] = np.nan
     p_first = -np.expm1(-np.exp(Z[0]))
     low = ok & (p > 0) & (p < p_first)
@@ -218,7 +213,7 @@ def sf(t: np.ndarray, rho: np.ndarray) -> np.ndarray:
                                         nodes - target[:, None])
         p[solve] = -np.expm1(-np.exp(z))
     res = (1.0 - aa) * (1.0 - p)
-    res[(res < (1.0 - Q_MAX) * (1 - _SLACK)) | _below_heavy_level(1.0 - res, ra)] = np.nan
+    res[(res < (1.0 - Q_MAX) * (1 - _SLACK)) | _quantile_table.below_heavy_level(1.0 - res, ra, RHO[-1])] = np.nan
     out[idx] = res
     out[(t <= 1.0) & (rho > RHO[-1] * (1 + _SLACK))] = np.nan    # the level there is below p10
     return out

@@ -550,12 +550,18 @@ def quantile(discipline: str, family: str, q: np.ndarray, rho: np.ndarray, scv: 
 
 
 def _below_heavy_level(discipline: str, family: str, q: np.ndarray, rho: np.ndarray) -> np.ndarray:
-    """The one-core PS points above the table's top whose level is below :data:`ONE_CORE_HEAVY_LEVEL`
-    (:func:`_log_t_one_core_heavy` is not accurate there: the callers compute them directly)."""
+    """:func:`below_heavy_level` of one core's PS table (none for the other tables)."""
     if discipline != "ps":
         return np.zeros(np.shape(q), dtype=bool)
+    return below_heavy_level(q, rho, _top(discipline, family))
+
+
+def below_heavy_level(q: np.ndarray, rho: np.ndarray, top: float) -> np.ndarray:
+    """The one-core points above a table's top utilisation ``top`` whose level is below
+    :data:`ONE_CORE_HEAVY_LEVEL` (:func:`_log_t_one_core_heavy` is not accurate there: the callers
+    compute them directly); shared with :mod:`capacity._ps_deterministic_table`."""
     # (the slack: sf solved for a quantile at exactly p10 lands a rounding either side of it)
-    return (rho > _top(discipline, family) * (1 + _SLACK)) & (q < ONE_CORE_HEAVY_LEVEL * (1 - 1e-6))
+    return (rho > top * (1 + _SLACK)) & (q < ONE_CORE_HEAVY_LEVEL * (1 - 1e-6))
 
 
 def sf(discipline: str, family: str, t: np.ndarray, rho: np.ndarray, scv: np.ndarray,
