@@ -1,4 +1,5 @@
-"""Timing of capacity.fit (run: python benchmarks/bench_fit.py).
+"""Timing of capacity.fit (run: python benchmarks/bench_fit.py; ``--selection``: the one-model fits
+and the model selections only, about a minute).
 
 The fits' docstrings state no machine timings; this script measures them on your machine.
 
@@ -74,7 +75,7 @@ def naive_fit(obs, lam, forward, family, two_param=True, maxfev=2000):
     return float(np.exp(sol.x[0])), count[0]
 
 
-def main() -> None:
+def main(selection_only: bool = False) -> None:
     warnings.simplefilter("ignore")
     svc = Service.lognormal(MEAN, 2.0)
     one = dict(zip(Q.tolist(), fcfs.response_quantile(Q, LAM, svc)))
@@ -120,6 +121,8 @@ def main() -> None:
           f"{nfev_l} evaluations; ratio = {ms_l / rows[4][1]:.1f}x")
 
     selection(one, three, rows)
+    if selection_only:
+        return
     grid()
     slow_models()
     distribution_fits()
@@ -360,4 +363,6 @@ def utilization_fit() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+
+    main(selection_only="--selection" in sys.argv[1:])
