@@ -20,8 +20,8 @@ resamples (Huber).
 
 "Fast for every law" (issue 14): lognormal and gamma CPU under PS on 4 and 8 cores (the M/G/c-PS
 tables), deterministic CPU under PS and rr (the M/D/1-PS table,
-capacity._ps_deterministic_table) and heavy-tailed gamma under PS (computed directly above scv
-5.5 until the PS table's heavy-tail piece is shipped), hyperexponential CPU under rr (its PS half
+capacity._ps_deterministic_table) and heavy-tailed gamma (scv 8.7 and 30) and lognormal (scv 40)
+under PS (the PS table's heavy-tail piece), hyperexponential CPU under rr (its PS half
 from the phase-type PS table): a whole fit, a forward evaluation and the GC what-if with a timeout,
 each against the direct computation (every shipped table disabled) in the same process.
 
@@ -211,6 +211,14 @@ def every_law() -> None:
          lambda: from_percentiles(h2_obs, discipline="rr", slices=5, family="hyperexponential", delay=None), 3),
         ("PS gamma scv 8.7, 1 evaluation",
          lambda: QueueModel("ps", "gamma").quantiles(heavy, Q, np.full(Q.size, LAM), np.ones(Q.size, int)), 3),
+        ("PS gamma scv 30, 1 evaluation",    # the heavy-tail piece to scv 53
+         lambda: QueueModel("ps", "gamma").quantiles({"mean": np.array([MEAN]), "scv": np.array([30.0])}, Q,
+                                                     np.full(Q.size, LAM), np.ones(Q.size, int)), 3),
+        ("PS lognormal scv 40, 1 evaluation",
+         lambda: QueueModel("ps", "lognormal").quantiles({"mean": np.array([MEAN]), "scv": np.array([40.0])}, Q,
+                                                         np.full(Q.size, LAM), np.ones(Q.size, int)), 3),
+        ("PS gamma scv 20, 50-load p99 curve",
+         lambda: ps.response_quantile(0.99, np.linspace(0.5, 19.0, 50), Service.gamma(MEAN, 20.0)), 3),
         ("gc_whatif PS, timeout",
          lambda: gc_whatif(Service.gamma(0.01, 1.0), 0.3, 0.24, None, discipline="ps", arrival_rate=80.0,
                            timeout=1.0), 1),

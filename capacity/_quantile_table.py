@@ -44,7 +44,7 @@ ranges) the callers
 compute the point directly; :class:`Coverage` says which points of a batch a table answers.
 A family is answered from a table exactly when the shipped file holds it, so the PS file holds
 only laws without an exact phase-type computation (this release: lognormal from scv 0.57 and gamma
-from 0.085 to 5.5, continued to scv 11.7 by ``ps_heavy_tail_quantiles.npz``, :data:`PS_HEAVY_TAIL`).
+from 0.085 to 5.5, continued to scv 53 by ``ps_heavy_tail_quantiles.npz``, :data:`PS_HEAVY_TAIL`).
 Deterministic CPU under PS (M/D/1-PS, whose atom at ``S`` a table in scv cannot hold) has its own
 table, :mod:`capacity._ps_deterministic_table`.  The FCFS file holds lognormal and gamma; hyperexponential FCFS is computed
 exactly (the M/H2/1 costs 5-15 ms for a fit's batch, where a 10-node table piece was up to 33 %
@@ -115,23 +115,31 @@ PS_PHASE_TYPE_SCV = {"hyperexponential": np.geomspace(1.0, 25.0, 25)}
 #: branch takes over from the fast one; 40 levels put one or two nodes on that step (and left the
 #: spline 14-16 % off at p99 there).
 PS_PHASE_TYPE_Z = np.linspace(Z[0], Z[-1], 3 * Z.size - 2)
-#: Processor-sharing quantiles of heavy-tailed gamma CPU, a third piece of the PS table (read by
-#: ``capacity.ps`` like the main one, blended into it over scv 4.5-5.5): the main grid's spacing
-#: in log scv continued from its node 3.76 to 53 (``tools/build_quantile_tables.py ps_heavy_tail
-#: gamma``, 25 min of CPU, whose time grid adds linearly spaced points in the tail, where a log grid
-#: from 1e-40 to 1e5 stepped over the fall of P(T > t) at utilisation 0.998).  It answers up to
-#: :data:`PS_HEAVY_TAIL_ANSWERS_TO` only (the nodes above hold its spline there).  Against the
-#: direct computation at every cell midpoint up to it (93 points, scv 4.5/6.6/9.7, p50-p99.9;
-#: ``tests/test_quantile_table.py`` checks a sample): p99 and p99.9 within 2.2 % (2.13 and 1.98), p90
-#: within 3.7 %, p50 within 7.6 % (median 0.7 %); where they part most (p50, light load) the direct
-#: computation is the one off -- its hyper-Erlang fit of a shape-0.1 gamma misses the body -- as
-#: the service's own exact quantile shows as the load vanishes (scv 9.7, utilisation 0.001: table
-#: -0.5 % off it at p50, direct +5.6 %; p99 +0.7 % against +2.2 %).  Above 11.7 the spline
-#: of the median fails (+53 % at scv 21, where the median is 1e-4 of the mean): computed directly.
+#: Processor-sharing quantiles of heavy-tailed CPU, a third piece of the PS table (read by
+#: ``capacity.ps`` like the main one and blended into it over gamma scv 4.5-5.5): the main grid's
+#: spacing in log scv continued to 53 (``tools/build_quantile_tables.py ps_heavy_tail gamma``, from
+#: its node 3.76, 25 min of CPU; the time grid adds linearly spaced points in the tail, where a log
+#: grid from 1e-40 to 1e5 stepped over the fall of P(T > t) at utilisation 0.998).
+#:
+#: Gamma's nodes blend two computations (``small_request_body`` in the builder): the direct one
+#: where a request is large next to the residual CPU time of those it shares the CPU with, and the
+#: small-request limit ``T = S (1 + N)``, N geometric (``tools/small_job_ps.py``), where it is small
+#: or the load light -- the direct computation's hyper-Erlang fit floors sizes at 1e-6 E[S] and
+#: missed the body (scv 40, utilisation 0.9: p50 8e4 times the simulated one, p70 +23 %; the
+#: reason its spline failed above scv 11.7 before).  The piece is read relative to the law's own
+#: quantile (:func:`_log_own_quantile`): the median of a shape-0.02 gamma is 1e-15 of its mean.
+#: Against simulation (``tools/measure_heavy_tail_ps.py``, 8 runs of 2e6 s at scv 5.5/8/12/20/40/44,
+#: utilisation 0.1-0.9): p30-p99 within 3.8 % (the runs' 95 % half-widths 0.4-4 %), p99.9 within 5.6 %
+#: but +13.5 % at scv 40, utilisation 0.9 (half-width 5 %; the direct computation +7.1 %).  As the
+#: load vanishes, within 0.23 % of the law's own exact quantile (T -> S) at p50-p99.9.  In the tail
+#: of a loaded queue (utilisation 0.2-0.999, ``--check ps_heavy_tail gamma``, 40 cell midpoints),
+#: within 1.2 % (p99) and 1.9 % (p99.9) of the direct computation; p90 up to 21 % apart at scv 44,
+#: where simulation sides with the table (utilisation 0.3: +0.9 % against the direct -3.8 %).
 PS_HEAVY_TAIL = "ps_heavy_tail"
-PS_HEAVY_TAIL_SCV = {"gamma": np.geomspace(0.04, 25.0 * (25.0 / 0.04) ** (2 / 17), 20)[12:]}
-#: The highest scv the heavy-tail piece answers (its fourth node).
-PS_HEAVY_TAIL_ANSWERS_TO = float(PS_HEAVY_TAIL_SCV["gamma"][3])
+_HEAVY_TAIL_NODES = np.geomspace(0.04, 25.0 * (25.0 / 0.04) ** (2 / 17), 20)
+PS_HEAVY_TAIL_SCV = {"lognormal": _HEAVY_TAIL_NODES[15:], "gamma": _HEAVY_TAIL_NODES[12:]}
+#: The families whose heavy-tail piece is read relative to the law's own quantile (:func:`_log_own_quantile`).
+HEAVY_TAIL_RELATIVE = ("gamma",)
 #: Processor sharing on c > 1 cores (M/G/c-PS, the approximation of :mod:`capacity._ps_many_cores`:
 #: the tagged request's own CPU law exact, the others leaving as if theirs were exponential),
 #: tabulated for lognormal and gamma CPU at powers of two up to a large machine's 64 cores, one file
@@ -203,14 +211,31 @@ class _Piece(NamedTuple):
     hi: float
     rho: np.ndarray      # utilisation grid
     z: np.ndarray        # level grid
+    own: str | None = None   # the family whose own quantile the spline is relative to, or None
 
     def log_t(self, z: np.ndarray, rho: np.ndarray, scv: np.ndarray) -> np.ndarray:
         r = np.clip(rho, self.rho[0], self.rho[-1])
-        pts = np.stack([np.log(r / (1.0 - r)), np.clip(np.log(scv), np.log(self.lo), np.log(self.hi)),
-                        np.clip(z, self.z[0], self.z[-1])], axis=-1)
+        ls = np.clip(np.log(scv), np.log(self.lo), np.log(self.hi))
+        zc = np.clip(z, self.z[0], self.z[-1])
+        pts = np.stack([np.log(r / (1.0 - r)), ls, zc], axis=-1)
         # Below the first node the value at rho = 0.001 stands (it differs from the rho -> 0 limit
         # by ~0.1 %); the callers give the service time's own quantile at exactly zero arrivals.
-        return self.spline(pts.reshape(-1, 3)).reshape(np.shape(z)) - np.log1p(-r)
+        out = self.spline(pts.reshape(-1, 3)).reshape(np.shape(z)) - np.log1p(-r)
+        return out if self.own is None else out + _log_own_quantile(self.own, zc, np.exp(ls))
+
+
+def _log_own_quantile(family: str, z: np.ndarray, scv: np.ndarray) -> np.ndarray:
+    """log s_q of the mean-1 law (gamma) at level z: what the heavy-tail gamma piece is relative to.
+
+    Why: the median of a shape-0.02 gamma is 1e-15 of its mean and its p10 1e-50, so log t_q / E[S]
+    moves by tens across one scv step at the low levels and a cubic in log scv cannot follow it,
+    while t_q / s_q (>= 1, as PS never beats the request's own CPU time) moves by a few tenths."""
+    from scipy import special
+
+    if family != "gamma":   # pragma: no cover - only gamma's piece is read this way
+        raise ValueError(f"family={family!r}: only gamma")
+    q = -np.expm1(-np.exp(z))
+    return np.log(special.gammaincinv(1.0 / scv, q) * scv)
 
 
 @functools.lru_cache(maxsize=None)
@@ -229,9 +254,12 @@ def _interpolators(discipline: str) -> dict[str, tuple[_Piece, ...]]:
                 fam = key[len("log_scaled_"):]
                 scv = data[f"scv_{fam}"]   # a table may stop short of its family's grid
                 grid = (np.log(rho / (1.0 - rho)), np.log(scv), z)
-                hi = float(scv[-1]) if file != path(PS_HEAVY_TAIL) else min(float(scv[-1]), PS_HEAVY_TAIL_ANSWERS_TO)
-                piece = _Piece(_tensor_spline(grid, _in_load_order(rho, data[key].astype(float))),
-                               float(scv[0]), hi, rho, z)
+                values = _in_load_order(rho, data[key].astype(float))
+                own = fam if (file == path(PS_HEAVY_TAIL) and fam in HEAVY_TAIL_RELATIVE) else None
+                if own is not None:
+                    ls, zz = np.meshgrid(np.log(scv), z, indexing="ij")
+                    values = values - _log_own_quantile(own, zz, np.exp(ls))[None]
+                piece = _Piece(_tensor_spline(grid, values), float(scv[0]), float(scv[-1]), rho, z, own)
                 out.setdefault(fam, []).append(piece)
     # In a fixed order (the fits list their candidates in it), whatever order the files hold.
     order = ("lognormal", "gamma", "hyperexponential", "deterministic")

@@ -204,19 +204,21 @@ def test_the_spline_interpolates_every_stored_node(discipline):
                     continue
                 rho, scv, z = data["rho"], data[f"scv_{family}"], data["z"]
                 # This file's piece: the one starting at its first scv node.
-                spline = next(p.spline for p in pieces if p.lo == float(scv[0]))
+                piece = next(p for p in pieces if p.lo == float(scv[0]))
                 grid = np.stack(np.meshgrid(np.log(rho / (1 - rho)), np.log(scv), z, indexing="ij"), -1)
                 stored = data[f"log_scaled_{family}"].astype(float)
                 nodes = _in_load_order(rho, stored)
-                np.testing.assert_allclose(spline(grid.reshape(-1, 3)), nodes.ravel(),
+                # The heavy-tail gamma piece's spline is relative to the law's own quantile.
+                own = 0.0 if piece.own is None else table._log_own_quantile(
+                    piece.own, grid[..., 2], np.exp(grid[..., 1]))
+                np.testing.assert_allclose(piece.spline(grid.reshape(-1, 3)), (nodes - own).ravel(),
                                            rtol=0, atol=1e-10, err_msg=f"{file.name} {family}")
                 assert np.all(nodes >= stored - 1e-12)
                 body = -np.expm1(-np.exp(z)) < 0.999
                 heavy = file == path(PS_HEAVY_TAIL)
-                answered = scv <= (table.PS_HEAVY_TAIL_ANSWERS_TO if heavy else np.inf)
                 # The heavy-tail piece's light-load body moves up to 0.52 % (scv 8, rho 0.08, p24),
-                # inside its stated 7.6 % at p50 against the direct computation.
-                assert np.max((nodes - stored)[:, answered][:, :, body]) <= (6e-3 if heavy else 2e-3), file.name
+                # inside its stated error.
+                assert np.max((nodes - stored)[:, :, body]) <= (6e-3 if heavy else 2e-3), file.name
 
 
 def _erlang_fcfs_response_quantile(q: float, rho: float, k: int, guess: float) -> float:
@@ -283,7 +285,9 @@ def test_phase_type_ps_table_matches_its_grid():
     with np.load(table.path(table.PS_PHASE_TYPE)) as data:
         np.testing.assert_array_equal(data["rho"], table.RHO)
         np.testing.assert_array_equal(data["z"], table.PS_PHASE_TYPE_Z)
-        np.testing.assert_array_equal(data["scv_hyperexponential"], table.PS_PHASE_TYPE_SCV["hyperexponential"])
+        # To the last bit but one: numpy's geomspace rounds differently across releases (2.4).
+        np.testing.assert_allclose(data["scv_hyperexponential"], table.PS_PHASE_TYPE_SCV["hyperexponential"],
+                                   rtol=1e-15, atol=0)
         values = data["log_scaled_hyperexponential"]
         assert values.shape == (table.RHO.size, table.PS_PHASE_TYPE_SCV["hyperexponential"].size,
                                 table.PS_PHASE_TYPE_Z.size)
@@ -354,36 +358,37 @@ def test_fcfs_hyperexponential_is_the_exact_mg1_where_a_table_piece_was_33_perce
     np.testing.assert_allclose(got, h2.ppf(q), rtol=1e-4)
 
 
-def test_the_heavy_tail_gamma_piece_answers_to_scv_11_7_within_its_stated_error(direct):
-    """PS gamma from scv 5.5 to 11.7 comes from the heavy-tail piece: against the direct
-    computation at cell midpoints (scv 6.6 and 9.7, three loads) within what
-    capacity._quantile_table.PS_HEAVY_TAIL states (p50 7.6 %, p90 3.7 %, p99/p99.9 2.2 %); as the
-    load vanishes the table is closer than the direct computation to the service's own exact
-    quantile (scipy's gamma ppf, independent of both; measured -0.5/+0.7 % at p50/p99 against
-    +5.6/+2.2 %); and above 11.7 the piece does not answer."""
-    assert table.scv_range("ps", "gamma")[1] == pytest.approx(table.PS_HEAVY_TAIL_ANSWERS_TO)
-    assert table.PS_HEAVY_TAIL_ANSWERS_TO == pytest.approx(11.72, abs=0.01)
+def test_the_heavy_tail_gamma_piece_answers_to_scv_53_within_its_stated_error(direct):
+    """PS gamma from scv 5.5 to 53 comes from the heavy-tail piece, read relative to the law's own
+    quantile.  In the tail of a loaded queue, where its nodes are the direct computation's, against
+    the direct computation at cell midpoints (scv 6.6, 9.7 and 30; utilisation 0.56 and 0.98) within what
+    capacity._quantile_table.PS_HEAVY_TAIL states (p99 / p99.9 2.5 %).  As the load vanishes, against
+    the service's own exact quantile (scipy's gamma ppf, independent of both: T -> S), within 0.3 %
+    at p50-p99.9 for scv 5.5-53 -- where the direct computation, whose hyper-Erlang fit floors sizes
+    at 1e-6 E[S], is off by orders of magnitude at p50 above scv 20."""
+    from scipy import stats
+
+    assert table.scv_range("ps", "gamma")[1] == pytest.approx(53.3, abs=0.1)
     ls = np.log(table.PS_HEAVY_TAIL_SCV["gamma"])
     lr = np.log(table.RHO / (1 - table.RHO))
-    q = np.array([0.5, 0.9, 0.99, 0.999])
-    limit = np.array([0.076, 0.037, 0.022, 0.022])
-    for j in (1, 2):
+    q = np.array([0.99, 0.999])
+    for j in (1, 2, 5):
         scv = float(np.exp(0.5 * (ls[j] + ls[j + 1])))
-        for i in (8, 20, 28):
+        for i in (16, 28):
             rho = 1 / (1 + np.exp(-0.5 * (lr[i] + lr[i + 1])))
             svc = Service.gamma(1.0, scv)
             got = table.tabled_quantile("ps", q, rho, svc)
             ref = direct(ps.response_quantile, q, rho, svc)
-            assert np.all(np.abs(got / ref - 1) <= limit), (scv, rho, got / ref - 1)
-    svc = Service.gamma(1.0, 9.7)
-    light = table.tabled_quantile("ps", np.array([0.5, 0.99]), 1.2e-3, svc)
-    from scipy import stats
-
-    exact = stats.gamma(1 / 9.7, scale=9.7).ppf([0.5, 0.99])
-    off = np.abs(light / exact - 1)
-    assert off[0] < 0.006 and off[1] < 0.008, off
-    assert np.all(off < np.abs(direct(ps.response_quantile, np.array([0.5, 0.99]), 1.2e-3, svc) / exact - 1))
-    assert not table.covered("ps", "gamma", np.array([0.5]), np.array([15.0]))[0]
+            assert np.all(np.abs(got / ref - 1) <= 0.025), (scv, rho, got / ref - 1)
+    q = np.array([0.5, 0.9, 0.99, 0.999])
+    for scv in (5.5, 9.7, 20.7, 44.1, 53.0):
+        svc = Service.gamma(1.0, scv)
+        light = table.tabled_quantile("ps", q, 1.2e-3, svc)
+        exact = stats.gamma(1 / scv, scale=scv).ppf(q)
+        assert np.all(np.abs(light / exact - 1) < 3e-3), (scv, light / exact - 1)
+    far = direct(ps.response_quantile, 0.5, 1.2e-3, Service.gamma(1.0, 44.1))
+    assert far > 100 * stats.gamma(1 / 44.1, scale=44.1).ppf(0.5)
+    assert not table.covered("ps", "gamma", np.array([0.5]), np.array([60.0]))[0]
 
 
 def _many_core_mid(i: int) -> float:

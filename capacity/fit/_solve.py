@@ -89,12 +89,13 @@ class SearchSpace:
 
                 tabled = ps_scv_range(family, obs.servers)
                 # Nearly constant CPU (fixed-work handlers, scv 0.01-0.1) is reachable wherever a
-                # table reaches down to it.  Lognormal is held to its tables (0.01-25); gamma is
-                # tabled from 0.01 to 5.5 and computed directly (slowly, but right) up to scv 20 --
-                # unless the family is a candidate of a model selection, where minutes per fit are
-                # too many.
+                # table reaches down to it, heavy tails wherever one reaches up to them (one core:
+                # 0.01-53).  Lognormal is held to its tables; gamma beyond them (on several cores,
+                # above scv 8) is computed directly (slowly, but right) up to scv 20 -- unless the
+                # family is a candidate of a model selection, where minutes per fit are too many.
                 low = _SLOW_PS_SCV[0] if tabled is None else min(_SLOW_PS_SCV[0], tabled[0])
-                a, b = max(a, low), min(b, _SLOW_PS_SCV[1])
+                high = _SLOW_PS_SCV[1] if tabled is None else max(_SLOW_PS_SCV[1], tabled[1])
+                a, b = max(a, low), min(b, high)
                 if tabled is not None and (family == "lognormal" or tabled_only):
                     a, b = max(a, tabled[0]), min(b, tabled[1])
             lo.append(math.log(a))
