@@ -818,7 +818,7 @@ def response_quantile(q: ArrayLike, arrival_rate: ArrayLike, service: Service | 
         rest = table.stable & ~(m & np.isfinite(flat))
         if rest.any():
             sub = table.subset(rest)
-            flat[rest] = _quantile_direct(qf[rest], sub, sub.shape, sub.stable)
+            flat[rest] = table.held_to_levels(qf, rest, _quantile_direct(qf[rest], sub, sub.shape, sub.stable))
         res = flat.reshape(shape)
     res = _service_alone_when_idle(res, inp, shape, lambda: inp.service.ppf(qb))
     return scalar_out(np.where(stable, res, np.inf))

@@ -97,3 +97,19 @@ def test_sf_is_at_least_the_service_sf(family, scv, q, rho):
            }.get(family, lambda: getattr(Service, family)(1.0, min(scv, 25.0)))()
     t = float(svc.ppf(q)) * 1.5 if family != "deterministic" else 1.0 + q
     assert ps.response_sf(t, rho, svc) >= float(svc.sf(t)) - 1e-9
+
+
+@settings(max_examples=60, deadline=None)
+@given(scv=st.floats(5.5, 53.0), rho=st.floats(1e-6, 0.99), r2=st.floats(1e-6, 0.99),
+       q=st.floats(1e-4, 1 - 1e-6), q2=st.floats(1e-4, 1 - 1e-6))
+def test_heavy_tailed_gamma_is_bounded_and_monotone(scv, rho, r2, q, q2):
+    """Gamma of scv 5.5-53 from the heavy-tail piece (read relative to the law's own quantile, its
+    body from the small-request limit): at least the CPU time's own quantile, and no shorter at a
+    higher level or a higher load (1e-9 relative: the spline's rounding)."""
+    svc = Service.gamma(1.0, scv)
+    (lo_r, hi_r), (lo_q, hi_q) = sorted((rho, r2)), sorted((q, q2))
+    t = np.asarray(ps.response_quantile([lo_q, hi_q, lo_q, hi_q], [lo_r, lo_r, hi_r, hi_r], svc), dtype=float)
+    own = np.asarray(svc.ppf([lo_q, hi_q]), dtype=float)
+    assert np.all(t[:2] >= own * (1 - 1e-9)) and np.all(t[2:] >= own * (1 - 1e-9)), (t, own)
+    assert t[1] >= t[0] * (1 - 1e-9) and t[3] >= t[2] * (1 - 1e-9), t     # in the level
+    assert t[2] >= t[0] * (1 - 1e-9) and t[3] >= t[1] * (1 - 1e-9), t     # in the load

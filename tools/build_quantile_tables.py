@@ -248,7 +248,7 @@ def small_request_body(family: str, values: np.ndarray, scv_grid: np.ndarray) ->
     Why: the direct computation's hyper-Erlang fit floors sizes at 1e-6 E[S] and misses the body
     of a heavy-tailed gamma (scv 40, utilisation 0.9: p50 8e4 times the simulated one, p70 +23 %;
     at light load, where ``T -> S``, p90 up to 19 % above the law's own), where the small-request
-    limit is within 3 % of simulation (``tools/measure_heavy_tail_ps.py``).  That limit gives a
+    limit is within 4 % of simulation (``tools/measure_heavy_tail_ps.py``).  That limit gives a
     request the spread of ``S (1 + N)``; a request is "small" next to what it shares the CPU with,
     whose residual CPU time is (1 + scv) / 2 E[S] on average (22 E[S] at scv 44), and at light load
     it shares with nobody.  It is high in the far tail of a loaded queue, and a little low
@@ -260,7 +260,7 @@ def small_request_body(family: str, values: np.ndarray, scv_grid: np.ndarray) ->
     out = values.astype(float).copy()
     w_load = _smoothstep(np.log(RHO), *np.log(SMALL_REQUEST_LOADS))
     for j, scv in enumerate(scv_grid):
-        own = np.log(small_job_ps._service_quantile(family, float(scv), q) / (0.5 * (1.0 + scv)))
+        own = np.log(small_job_ps.service_quantile(family, float(scv), q) / (0.5 * (1.0 + scv)))
         w_size = _smoothstep(own, *np.log(SMALL_REQUEST_SIZES))
         for i, rho in enumerate(RHO):
             w = w_size * w_load[i]                     # weight of the direct computation

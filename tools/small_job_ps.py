@@ -58,7 +58,7 @@ def _service_sf(family: str, scv: float, x: np.ndarray) -> np.ndarray:
     raise ValueError(f"family={family!r}: gamma or lognormal")
 
 
-def _service_quantile(family: str, scv: float, q: np.ndarray) -> np.ndarray:
+def service_quantile(family: str, scv: float, q: np.ndarray) -> np.ndarray:
     if family == "gamma":
         return special.gammaincinv(1.0 / scv, q) * scv
     sigma = np.sqrt(np.log1p(scv))
@@ -78,10 +78,10 @@ def log_quantile(q: np.ndarray, rho: float, family: str, scv: float, iterations:
     Bracket: T >= S gives t_q >= s_q; and P(T <= s_p k) >= P(1 + N <= k) p, so with
     p = (1 + q) / 2 and k where P(1 + N <= k) >= 2 q / (1 + q), t_q <= s_p k."""
     q = np.asarray(q, dtype=float)
-    lo = np.log(_service_quantile(family, scv, q))
+    lo = np.log(service_quantile(family, scv, q))
     p = 0.5 * (1.0 + q)
     k = 1.0 if rho <= 0 else np.maximum(np.ceil(np.log((1.0 - q) / (1.0 + q)) / np.log(rho)), 1.0)
-    hi = np.log(_service_quantile(family, scv, p)) + np.log(k)
+    hi = np.log(service_quantile(family, scv, p)) + np.log(k)
     for _ in range(iterations):
         mid = 0.5 * (lo + hi)
         below = sf(np.exp(mid), rho, family, scv) > 1.0 - q
