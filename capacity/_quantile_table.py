@@ -227,17 +227,14 @@ class _Piece(NamedTuple):
 
 
 def _log_own_quantile(family: str, z: np.ndarray, scv: np.ndarray) -> np.ndarray:
-    """log s_q of the mean-1 law (gamma) at level z: what the heavy-tail gamma piece is relative to.
+    """log s_q of the mean-1 law at level z: what the heavy-tail gamma piece is relative to.
 
     Why: the median of a shape-0.02 gamma is 1e-15 of its mean and its p10 1e-50, so log t_q / E[S]
     moves by tens across one scv step at the low levels and a cubic in log scv cannot follow it,
     while t_q / s_q (>= 1, as PS never beats the request's own CPU time) moves by a few tenths."""
-    from scipy import special
+    from .distributions import Service
 
-    if family != "gamma":   # pragma: no cover - only gamma's piece is read this way
-        raise ValueError(f"family={family!r}: only gamma")
-    q = -np.expm1(-np.exp(z))
-    return np.log(special.gammaincinv(1.0 / scv, q) * scv)
+    return np.log(getattr(Service, family)(1.0, scv).ppf(-np.expm1(-np.exp(z))))
 
 
 @functools.lru_cache(maxsize=None)

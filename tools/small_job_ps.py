@@ -20,8 +20,14 @@ package never calls it.
 """
 from __future__ import annotations
 
+import pathlib
+import sys
+
 import numpy as np
-from scipy import special
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+
+from capacity import Service  # noqa: E402
 
 #: Exact terms of the geometric sum; above, bins 2 % wide in k, each at its mean k.
 EXACT_TERMS = 64
@@ -47,29 +53,17 @@ def _bins(rho: float) -> tuple[np.ndarray, np.ndarray]:
     return ks, mass
 
 
-def _service_sf(family: str, scv: float, x: np.ndarray) -> np.ndarray:
-    """P(S > x) of a mean-1 law of the family."""
-    if family == "gamma":
-        return special.gammaincc(1.0 / scv, x / scv)
-    if family == "lognormal":
-        sigma = np.sqrt(np.log1p(scv))
-        with np.errstate(divide="ignore"):
-            return special.ndtr(-(np.log(x) + 0.5 * sigma ** 2) / sigma)
-    raise ValueError(f"family={family!r}: gamma or lognormal")
-
-
 def service_quantile(family: str, scv: float, q: np.ndarray) -> np.ndarray:
-    if family == "gamma":
-        return special.gammaincinv(1.0 / scv, q) * scv
-    sigma = np.sqrt(np.log1p(scv))
-    return np.exp(-0.5 * sigma ** 2 + sigma * special.ndtri(q))
+    """s_q of a mean-1 law of the family."""
+    return np.asarray(getattr(Service, family)(1.0, scv).ppf(q), dtype=float)
 
 
 def sf(t: np.ndarray, rho: float, family: str, scv: float) -> np.ndarray:
     """P(T > t) of the small-request limit, mean-1 CPU law (``t`` any shape)."""
     ks, mass = _bins(rho)
     t = np.asarray(t, dtype=float)
-    return (_service_sf(family, scv, t[..., None] / ks) * mass).sum(axis=-1)
+    own = getattr(Service, family)(1.0, scv)
+    return (np.asarray(own.sf(t[..., None] / ks), dtype=float) * mass).sum(axis=-1)
 
 
 def log_quantile(q: np.ndarray, rho: float, family: str, scv: float, iterations: int = 80) -> np.ndarray:
