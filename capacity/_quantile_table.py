@@ -717,6 +717,23 @@ class Coverage:
                 out[at] = keep(out[at], self.quantile(np.full(int(beyond.sum()), level), beyond))
         return out
 
+    def sf_held_to_levels(self, t: np.ndarray, rows: np.ndarray, values: np.ndarray) -> np.ndarray:
+        """The same hold for ``P(T > t)``: direct answers ``values`` at the points ``rows`` (``t``
+        in seconds over every point) at least ``1 - q`` of the table's first level where ``t`` lies
+        below that level's time, at most ``1 - q`` of its last where ``t`` lies above its time."""
+        out = np.array(values, dtype=float)
+        inside = np.flatnonzero(rows & self.mask)
+        if inside.size == 0:
+            return out
+        at = np.searchsorted(np.flatnonzero(rows), inside)
+        picked = np.zeros_like(rows)
+        picked[inside] = True
+        for z, keep, side in ((Z[0], np.fmax, np.less), (Z[-1], np.fmin, np.greater)):
+            edge = self.quantile(np.full(inside.size, -np.expm1(-np.exp(z))), picked)
+            beyond = side(t[inside], edge)
+            out[at[beyond]] = keep(out[at[beyond]], np.exp(-np.exp(z)))   # 1 - level, unrounded
+        return out
+
     def service(self, rows: np.ndarray):
         """The CPU-time law of the chosen points (a broadcast :class:`~capacity.distributions.Service`)."""
         from .distributions import Service

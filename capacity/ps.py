@@ -518,8 +518,8 @@ def response_sf(t: ArrayLike, arrival_rate: ArrayLike, service: Service | ArrayL
         rest = table.stable & ~(table.mask & np.isfinite(flat)) & (tf > 0)
         if rest.any():
             sub = table.subset(rest)
-            flat[rest] = _at_least_the_service(_sf_direct(tf[rest], sub, sub.shape), sub.shape,
-                                               lambda: sub.service.sf(tf[rest]))
+            flat[rest] = table.sf_held_to_levels(tf, rest, _at_least_the_service(
+                _sf_direct(tf[rest], sub, sub.shape), sub.shape, lambda: sub.service.sf(tf[rest])))
         out = flat.reshape(shape)
     out = _service_alone_when_idle(out, q, shape, lambda: q.service.sf(t_arr))
     return scalar_out(out)

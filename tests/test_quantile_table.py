@@ -486,3 +486,17 @@ def test_many_core_gamma_table_is_closer_to_simulation_than_the_direct_computati
         ci = run.confidence_interval(level, level=0.99, batches=30, warmup=0.02 * horizon)
         assert abs(got[k] - ci.estimate) <= ci.half_width + 0.01 * ci.estimate, (level, got[k], ci)
     assert got[3] / ref[3] - 1 > 0.03       # the direct p99.9 is the low one
+
+
+@pytest.mark.parametrize("family,scv,rho", [("gamma", 2.0, 0.05), ("gamma", 2.0, 0.3), ("gamma", 15.0, 0.3),
+                                            ("lognormal", 2.0, 0.3), ("lognormal", 6.0, 0.7)])
+def test_ps_sf_does_not_rise_across_the_tables_level_edges(family, scv, rho):
+    """Just outside the table's levels (P(T > t) above 0.999 or below 1e-6) P(T > t) is computed
+    directly, and there it is held on the table's side of the edge: before, it rose as t grew
+    (gamma scv 2, utilisation 0.3: 0.99883 at 0.999 of the tabled p0.1, 0.99900 at 1.001 of it;
+    1.013e-6 at 0.999 of the tabled p99.9999, 1.370e-6 at 1.001 of it)."""
+    svc = getattr(Service, family)(1.0, scv)
+    bottom, top = (float(ps.response_quantile(q, rho, svc)) for q in (1e-3, 1 - 1e-6))
+    sf = np.asarray(ps.response_sf([0.999 * bottom, 1.001 * bottom, 0.999 * top, 1.001 * top], rho, svc))
+    assert sf[0] >= sf[1] and sf[2] >= sf[3], sf
+    assert sf[0] >= 0.999 * (1 - 1e-12) and sf[3] <= 1e-6 * (1 + 1e-12), sf
