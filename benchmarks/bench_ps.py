@@ -24,7 +24,9 @@ through the gamma rows, ``capacity._ps_deterministic_table``); baseline, in the 
 direct computation of the same curve.
 
 ``--between-cores``: lognormal (scv 2) and gamma (scv 0.5) CPU on core counts without a table of
-their own (3, 6, 12, 24, 48), read between the two tables either side: a 20-rate p99 sweep and
+their own (3, 6, 12, 24, 48), read between the two tables either side, and above the largest
+(96, 128, 256, 1000; read towards infinitely many cores, the sweep up to utilisation 0.85,
+``capacity._quantile_table.BEYOND_LARGEST_TOP``): a 20-rate p99 sweep and
 a whole default ``from_percentiles`` fit (four percentiles at one load); baseline, in the same
 process, the direct computation (every table disabled) of the same sweep.
 
@@ -165,19 +167,21 @@ def between_cores() -> None:
     from capacity import _quantile_table
     from capacity.fit import from_percentiles
 
-    print("M/G/c-PS between the tables: 20-rate p99 sweep (rho 0.05-0.95), best of 3; default fit, best of 3")
+    print("M/G/c-PS between the tables: 20-rate p99 sweep (rho 0.05-0.95; above 64 cores 0.05-0.85), best of 3;"
+          " default fit, best of 3")
     for name, svc in (("lognormal scv 2", Service.lognormal(0.025, 2.0)), ("gamma scv 0.5", Service.gamma(0.025, 0.5))):
-        for c in (3, 6, 12, 24, 48):
+        for c in (3, 6, 12, 24, 48, 96, 128, 256, 1000):
             if _quantile_table.many_cores_table(c) is None:
                 continue
-            lam = np.linspace(0.05, 0.95, 20) * c / 0.025
+            top = 0.95 if c < max(_quantile_table.PS_MANY_CORES) else _quantile_table.BEYOND_LARGEST_TOP
+            lam = np.linspace(0.05, top, 20) * c / 0.025
             fast = best_ms(lambda: ps.response_quantile(0.99, lam, svc, servers=c))
             slow = direct_ms(lambda: ps.response_quantile(0.99, lam, svc, servers=c))
             obs = dict(zip(Q.tolist(), ps.response_quantile(Q, 0.6 * c / 0.025, svc, servers=c)))
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 fit = best_ms(lambda: from_percentiles(obs, 0.6 * c / 0.025, servers=c))
-            print(f"  {name:16s} c={c:2d}  sweep {fast:7.1f} ms   direct {slow:8.0f} ms   ratio {slow / fast:6.0f}"
+            print(f"  {name:16s} c={c:4d}  sweep {fast:7.1f} ms   direct {slow:8.0f} ms   ratio {slow / fast:6.0f}"
                   f"   default fit {fit:6.0f} ms")
 
 

@@ -268,7 +268,7 @@ def _many_cores_rows(rho: np.ndarray, servers: int) -> np.ndarray | None:
     out = np.full(z.shape, np.nan)
     inside = r <= top * (1 + _SLACK)
     out[inside] = _quantile_table.deterministic_log_t(name, z[inside], r[inside])
-    heavy = ~inside & (r <= RHO[-1] * (1 + _SLACK))
+    heavy = ~inside & (r <= RHO[-1] * (1 + _SLACK)) & (not _quantile_table.beyond_largest(name))
     if heavy.any():
         zh = z[heavy]
         q = -np.expm1(-np.exp(zh))

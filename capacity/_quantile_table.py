@@ -39,8 +39,9 @@ same coordinates, scv from 0.0088: below 0.04 the rows of :mod:`capacity._ps_nar
 :class:`Coverage` picks each point's); a core count between two of them is read from
 the two either side (:func:`_log_t_between`).  One core's PS table is carried above its top to
 utilisation 0.9999 (:func:`_log_t_one_core_heavy`), several cores' to 0.999 (:func:`_log_t_heavy`).
-Outside the grids (more cores than the largest table, higher utilisations, scv or q beyond the
-ranges) the callers
+More cores than the largest table are read towards infinitely many, where nobody shares a core,
+up to utilisation 0.85 (:data:`BEYOND_LARGEST_TOP`).  Outside the grids (higher utilisations,
+scv or q beyond the ranges) the callers
 compute the point directly; :class:`Coverage` says which points of a batch a table answers.
 A family is answered from a table exactly when the shipped file holds it, so the PS file holds
 only laws without an exact phase-type computation (this release: lognormal from scv 0.57 and gamma
@@ -86,6 +87,8 @@ import pathlib
 from typing import NamedTuple
 
 import numpy as np
+
+from ._level_solver import solve_level
 
 # Utilisations evenly spaced in logit(rho) from 0.001 to 0.999.
 RHO = 1.0 / (1.0 + np.exp(-np.linspace(np.log(0.001 / 0.999), np.log(0.999 / 0.001), 32)))
@@ -148,7 +151,7 @@ HEAVY_TAIL_RELATIVE = ("gamma",)
 #: each (``tools/build_quantile_tables.py ps_c4 lognormal gamma``, ~12-20 min of CPU): the direct
 #: computation costs 0.1-0.7 s per load (4-14 s above utilisation 0.99), so a fit of tens of
 #: evaluations took 4-20 s.  Core counts between them are read from the two either side
-#: (:func:`_log_t_between`); more than 64 are computed directly.
+#: (:func:`_log_t_between`); more than 64 towards infinitely many (:data:`BEYOND_LARGEST_TOP`).
 PS_MANY_CORES = {c: f"ps_c{c}" for c in (2, 4, 8, 16, 32, 64)}
 #: Their utilisations: :data:`RHO` up to 0.991 (above it, where the direct computation needs
 #: 10^3-10^4 states, computed directly).
@@ -164,6 +167,19 @@ PS_MANY_CORES_RHO = RHO[:27]
 MANY_CORES_NEAR_CONSTANT_BELOW = 0.04
 _MANY_CORES_SCV = np.geomspace(0.04 * (0.04 / 25.0) ** (4 / 17), 25.0, 22)
 PS_MANY_CORES_SCV = {"lognormal": _MANY_CORES_SCV, "gamma": _MANY_CORES_SCV[:19]}
+#: More cores than the largest table are read between it and infinitely many cores, where nobody
+#: shares one (T = S; :func:`_log_t_between`), up to this utilisation, and computed directly above
+#: it.  Against the direct computation (``python tools/measure_core_interpolation.py 96 128 256
+#: 1000``, its grid plus utilisation 0.98), the largest error at p50-p99.9 by utilisation::
+#:
+#:     c      0.1-0.5   0.7       0.85      0.95        0.98      (lognormal / gamma, %)
+#:     96     0 / 0     1.1/0.2   2.5/2.3   9.0/10.8    16.2/15.8
+#:     128    0 / 0     0.8/0.2   2.3/3.2   16.1/15.5   20.2/19.5
+#:     256    0 / 0     0.4/0.1   3.7/3.9   6.8/11.1    18.0/16.4
+#:     1000   0 / 0     0.1/0.0   1.2/1.0   3.0/2.6     6.9/6.8
+#:
+#: so the reading stops at 0.85 (within 3.9 %; the direct computation takes 0.3-5 s for 50 loads).
+BEYOND_LARGEST_TOP = 0.85
 FOLDER = pathlib.Path(__file__).resolve().parent / "tables"
 # Set by tools/build_quantile_tables.py so that a rebuild computes every point directly.
 disabled = False
@@ -287,22 +303,23 @@ def many_cores_table(servers: int) -> str | None:
     read between the two shipped core counts either side (:func:`_log_t_between`), or None."""
     if servers in PS_MANY_CORES:
         return PS_MANY_CORES[servers]
-    counts = sorted(PS_MANY_CORES)
-    return f"ps_c{servers}" if counts[0] < servers < counts[-1] else None
+    return f"ps_c{servers}" if servers > min(PS_MANY_CORES) else None
 
 
 @functools.lru_cache(maxsize=None)
 def _between_tables(discipline: str) -> tuple[str, str, float, int, int, int] | None:
     """For ``ps_c<c>`` with c between two shipped core counts a < c < b: their tables, the weight
-    of a's (linear in 1/c), a, b and c; None for every other name."""
+    of a's (linear in 1/c), a, b and c; None for every other name.  Above the largest table, b is
+    infinite (where nobody shares a core, :func:`_log_t_between`) and a's table stands for both."""
     if not discipline.startswith("ps_c") or not discipline[4:].isdigit():
         return None
     c = int(discipline[4:])
     if c in PS_MANY_CORES or many_cores_table(c) is None:
         return None
     a = max(k for k in PS_MANY_CORES if k < c)
-    b = min(k for k in PS_MANY_CORES if k > c)
-    return PS_MANY_CORES[a], PS_MANY_CORES[b], (1.0 / c - 1.0 / b) / (1.0 / a - 1.0 / b), a, b, c
+    b = min((k for k in PS_MANY_CORES if k > c), default=math.inf)
+    return (PS_MANY_CORES[a], PS_MANY_CORES.get(b, PS_MANY_CORES[a]),
+            (1.0 / c - 1.0 / b) / (1.0 / a - 1.0 / b), a, b, c)
 
 
 def _mmc_log_mean(servers: int, rho: np.ndarray) -> np.ndarray:
@@ -337,14 +354,18 @@ def _log_t_between(discipline: str, family: str, z: np.ndarray, rho: np.ndarray,
         24   4.4 / 0.03 %   2.0 / 3.3 / 3.2 / 4.4 %   4.1 / 0.03 %   0.8 / 2.7 / 4.1 / 3.0 %
         48   4.2 / 0.00 %   2.3 / 3.2 / 2.9 / 4.2 %   5.7 / 0.00 %   0.9 / 2.1 / 3.0 / 5.7 %
 
-    (5 and 7 cores within 5.2 %).  Without the M/M/c factor the error was about twice as large at
+    (5 and 7 cores within 5.2 %).  Above the largest table (64 cores) b is infinite: with
+    infinitely many cores nobody shares one, so ``log t_b - log m_b`` is the CPU time's own
+    ``log s_q`` and ``w = 64 / c``; its error is at :data:`BEYOND_LARGEST_TOP`.  Without the M/M/c factor the error was about twice as large at
     utilisation 0.85-0.95 (interpolated quantiles 4-6 % low for every scv there: the tables' values
     fall faster than linearly in 1/c where queueing dominates).
     """
     a_name, b_name, w, a, b, c = _between_tables(discipline)
+    # Above the largest table b is infinite: there nobody shares a core, T = S, and m_b = 1.
+    at_b = (_log_own_quantile(family, z, scv) if b == math.inf
+            else _log_t(b_name, family, z, rho, scv) - _mmc_log_mean(b, rho))
     return (w * (_log_t(a_name, family, z, rho, scv) - _mmc_log_mean(a, rho))
-            + (1.0 - w) * (_log_t(b_name, family, z, rho, scv) - _mmc_log_mean(b, rho))
-            + _mmc_log_mean(c, rho))
+            + (1.0 - w) * at_b + _mmc_log_mean(c, rho))
 
 
 def families(discipline: str) -> tuple[str, ...]:
@@ -395,7 +416,7 @@ def covered(discipline: str, family: str, rho: np.ndarray, scv: np.ndarray) -> n
     at_top = lambda: _inside(discipline, family, np.full(np.shape(rho), top), scv)  # noqa: E731
     if discipline == "ps":
         return inside | ((rho > top * (1 + _SLACK)) & (rho <= ONE_CORE_HEAVY_TOP) & at_top())
-    if _cores(discipline) is None:
+    if _cores(discipline) is None or beyond_largest(discipline):
         return inside
     return inside | ((rho > top * (1 + _SLACK)) & at_top() & _inside("ps", family, rho, scv))
 
@@ -404,7 +425,8 @@ def _inside(discipline: str, family: str, rho: np.ndarray, scv: np.ndarray) -> n
     """Which (rho, scv) points lie inside the table's own grid."""
     pair = _between_tables(discipline)
     if pair is not None:
-        return _inside(pair[0], family, rho, scv) & _inside(pair[1], family, rho, scv)
+        both = _inside(pair[0], family, rho, scv) & _inside(pair[1], family, rho, scv)
+        return both & (rho <= BEYOND_LARGEST_TOP * (1 + _SLACK)) if beyond_largest(discipline) else both
     lo, hi = scv_range(discipline, family)
     return ((rho >= 0) & (rho <= _top(discipline, family) * (1 + _SLACK))
             & (scv >= lo * (1 - _SLACK)) & (scv <= hi * (1 + _SLACK)))
@@ -414,8 +436,16 @@ def _top(discipline: str, family: str) -> float:
     """The table's top utilisation."""
     pair = _between_tables(discipline)
     if pair is not None:
-        return min(_top(pair[0], family), _top(pair[1], family))
+        top = min(_top(pair[0], family), _top(pair[1], family))
+        return min(top, BEYOND_LARGEST_TOP) if beyond_largest(discipline) else top
     return min(float(p.rho[-1]) for p in _interpolators(discipline)[family])
+
+
+def beyond_largest(discipline: str) -> bool:
+    """Whether ``discipline`` names more cores than the largest M/G/c-PS table (read towards
+    infinitely many, :func:`_log_t_between`, up to :data:`BEYOND_LARGEST_TOP`)."""
+    pair = _between_tables(discipline)
+    return pair is not None and pair[4] == math.inf
 
 
 def _cores(discipline: str) -> int | None:
@@ -542,7 +572,13 @@ def deterministic_log_t(discipline: str, z: np.ndarray, rho: np.ndarray) -> np.n
     variation between deterministic CPU (its direct computation) and scv 0.04
     (``near_constant_rows`` in ``tools/build_quantile_tables.py``), so the line through its rows at
     scv 0.0088 and 0.04, taken to cv = 0, is that deterministic row again, read by the same spline
-    (the spline is linear in the values it interpolates)."""
+    (the spline is linear in the values it interpolates).  Above the largest table, read towards
+    infinitely many cores as :func:`_log_t_between` does, where deterministic CPU is never shared
+    (log(t / S) = 0): that line through gamma's own quantiles would not reach it (+4.5 %)."""
+    pair = _between_tables(discipline)
+    if pair is not None and pair[4] == math.inf:
+        a_name, _, w, a, _, c = pair
+        return w * (deterministic_log_t(a_name, z, rho) - _mmc_log_mean(a, rho)) + _mmc_log_mean(c, rho)
     low = float(_MANY_CORES_SCV[0])
     w = math.sqrt(low / MANY_CORES_NEAR_CONSTANT_BELOW)
     at = lambda scv: _log_t_inside(discipline, "gamma", z, rho, np.full(np.shape(z), scv))  # noqa: E731
@@ -608,41 +644,6 @@ def sf(discipline: str, family: str, t: np.ndarray, rho: np.ndarray, scv: np.nda
                     nodes - target[:, None], iterations)
     out = np.exp(-np.exp(z))
     out[_below_heavy_level(discipline, family, 1.0 - out, rho)] = np.nan
-    return out
-
-
-def solve_level(residual, levels: np.ndarray, nodes: np.ndarray, iterations: int = 40) -> np.ndarray:
-    """Per row, the level ``z`` in ``[levels[0], levels[-1]]`` where ``residual(z, rows)`` (a table's
-    log t minus the target, evaluated at rows ``rows`` of the batch) is zero; NaN where the root lies
-    outside the levels.  ``nodes`` (rows x levels): the residual at every level, increasing along a
-    row (the tables increase in z at every node, checked by the tests), so the bracket is unique;
-    then Illinois iterations inside it."""
-    out = np.full(nodes.shape[0], np.nan)
-    k = np.sum(nodes <= 0, axis=1) - 1
-    ok = (k >= 0) & (k < levels.size - 1)
-    exact_top = nodes[:, -1] == 0
-    out[exact_top] = levels[-1]
-    ok &= ~exact_top
-    if ok.any():
-        idx = np.flatnonzero(ok)
-        kk = k[idx]
-        a, b = levels[kk], levels[kk + 1]
-        fa, fb = nodes[idx, kk], nodes[idx, kk + 1]
-        side = np.zeros(idx.size, dtype=int)
-        x = a
-        for _ in range(iterations):
-            with np.errstate(invalid="ignore", divide="ignore"):
-                x = np.where(fb != fa, b - fb * (b - a) / (fb - fa), 0.5 * (a + b))
-            x = np.where(np.isfinite(x) & (x > a) & (x < b), x, 0.5 * (a + b))
-            fx = residual(x, idx)
-            right = fx > 0
-            b, a = np.where(right, x, b), np.where(right, a, x)
-            fb = np.where(right, fx, np.where(side == -1, 0.5 * fb, fb))
-            fa = np.where(right, np.where(side == 1, 0.5 * fa, fa), fx)
-            side = np.where(right, 1, -1)
-            if np.all((np.abs(fx) < 1e-13) | (b - a < 1e-12)):
-                break
-        out[idx] = x
     return out
 
 
