@@ -8,7 +8,8 @@ path (:func:`_det_sf_pdf`): the extra delay ``T - x`` of a fixed attained-servic
 method and its measured error are in :func:`capacity.ps.response_sf` and
 :func:`capacity.ps.response_quantile`.  Lognormal and gamma CPU on 2, 4, 8, 16, 32 and 64 cores
 are read from shipped tables of this computation (:data:`capacity._quantile_table.PS_MANY_CORES`),
-and on the core counts between them from the two tables either side; below scv 0.04 they take
+on the core counts between them from the two tables either side, and above 64 (to utilisation
+0.85) from the 64-core table read towards infinitely many cores; below scv 0.04 they take
 :mod:`capacity._ps_narrow_many_cores` instead (a phase-type fit cannot follow so narrow a law).
 The figures below are this path's, which answers every other case.
 

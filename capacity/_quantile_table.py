@@ -356,9 +356,10 @@ def _log_t_between(discipline: str, family: str, z: np.ndarray, rho: np.ndarray,
 
     (5 and 7 cores within 5.2 %).  Above the largest table (64 cores) b is infinite: with
     infinitely many cores nobody shares one, so ``log t_b - log m_b`` is the CPU time's own
-    ``log s_q`` and ``w = 64 / c``; its error is at :data:`BEYOND_LARGEST_TOP`.  Without the M/M/c factor the error was about twice as large at
-    utilisation 0.85-0.95 (interpolated quantiles 4-6 % low for every scv there: the tables' values
-    fall faster than linearly in 1/c where queueing dominates).
+    ``log s_q`` and ``w = 64 / c``; its error is at :data:`BEYOND_LARGEST_TOP`.  Without the M/M/c
+    factor the error was about twice as large at utilisation 0.85-0.95 (interpolated quantiles 4-6 %
+    low for every scv there: the tables' values fall faster than linearly in 1/c where queueing
+    dominates).
     """
     a_name, b_name, w, a, b, c = _between_tables(discipline)
     # Above the largest table b is infinite: there nobody shares a core, T = S, and m_b = 1.
@@ -575,9 +576,8 @@ def deterministic_log_t(discipline: str, z: np.ndarray, rho: np.ndarray) -> np.n
     (the spline is linear in the values it interpolates).  Above the largest table, read towards
     infinitely many cores as :func:`_log_t_between` does, where deterministic CPU is never shared
     (log(t / S) = 0): that line through gamma's own quantiles would not reach it (+4.5 %)."""
-    pair = _between_tables(discipline)
-    if pair is not None and pair[4] == math.inf:
-        a_name, _, w, a, _, c = pair
+    if beyond_largest(discipline):
+        a_name, _, w, a, _, c = _between_tables(discipline)
         return w * (deterministic_log_t(a_name, z, rho) - _mmc_log_mean(a, rho)) + _mmc_log_mean(c, rho)
     low = float(_MANY_CORES_SCV[0])
     w = math.sqrt(low / MANY_CORES_NEAR_CONSTANT_BELOW)

@@ -609,12 +609,11 @@ def response_quantile(q: ArrayLike, arrival_rate: ArrayLike, service: Service | 
         gamma scv 10       -3.5%   +6.8%   -2.4%   -12.2%   (c 2, rho 0.8, CI 6 %)
         gamma scv 20       +9.4%   +8.2%   -9.3%   -18.1%   (c 2, rho 0.95, CI 22 %)
 
-    Below utilisation 0.95 every cell is within 6 % except the far tail of
-    heavy-tailed laws on 2-4 cores (gamma scv 10-20, p99.9 at rho 0.6-0.8:
-    -6 % to -12 %: the others' long requests, taken as exponential, make the
-    slowdown less persistent than it is) and deterministic p99.9 at c 16,
-    rho 0.6 (-8.4 %).  With many cores at light load nobody shares and the
-    quantiles are the service's own, exactly.
+    Below utilisation 0.95 every cell is within 6 % except the far tail of heavy-tailed laws on
+    2-4 cores (gamma scv 10-20, p99.9 at rho 0.6-0.8: -6 % to -12 %: the others' long requests,
+    taken as exponential, make the slowdown less persistent than it is) and deterministic p99.9
+    at c 16, rho 0.6 (-8.4 %).  With many cores at light load nobody shares and the quantiles
+    are the service's own, exactly.
 
     **Lognormal and gamma on 2, 4, 8, 16, 32 and 64 cores come from shipped tables** of that
     computation (:data:`capacity._quantile_table.PS_MANY_CORES`: 27 utilisations from 0.001 to
@@ -662,7 +661,8 @@ def response_quantile(q: ArrayLike, arrival_rate: ArrayLike, service: Service | 
     computation, 6.5 % at worst (gamma scv 6 at p10, 3.3 % off at the top already), where that took
     35-50 s for 40 points (``tools/measure_heavy_traffic.py``).  Deterministic CPU on several cores
     is read from the same tables (:mod:`capacity._ps_deterministic_table`: within 0.5 %, 4.4 %
-    between core counts).  More than 64 cores and scv outside the nodes are computed directly.
+    between core counts; above 64 cores towards infinitely many, to utilisation 0.85, within 3.9 %:
+    :data:`capacity._quantile_table.BEYOND_LARGEST_TOP`).  Other points are computed directly.
 
     The deterministic row was measured on the former Erlang-pair path; the extra-delay path
     that replaced it (:func:`response_sf`; 5-9x faster, and exact for the chain to 0.6 %) against
