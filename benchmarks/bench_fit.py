@@ -21,7 +21,7 @@ resamples (Huber).
 "Fast for every law" (issue 14): lognormal and gamma CPU under PS on 4 and 8 cores (the M/G/c-PS
 tables), deterministic CPU under PS and rr (the M/D/1-PS table,
 capacity._ps_deterministic_table) and heavy-tailed gamma under PS (scv 8.7 and 30: the PS
-table's heavy-tail piece; lognormal scv 40 is still computed directly), hyperexponential CPU under rr (its PS half
+table's heavy-tail piece; lognormal scv 40 and its 50-load curve from the same piece), hyperexponential CPU under rr (its PS half
 from the phase-type PS table): a whole fit, a forward evaluation and the GC what-if with a timeout,
 each against the direct computation (every shipped table disabled) in the same process.
 
@@ -217,6 +217,8 @@ def every_law() -> None:
         ("PS lognormal scv 40, 1 evaluation",
          lambda: QueueModel("ps", "lognormal").quantiles({"mean": np.array([MEAN]), "scv": np.array([40.0])}, Q,
                                                          np.full(Q.size, LAM), np.ones(Q.size, int)), 3),
+        ("PS lognormal scv 40, 50-load p99 curve",
+         lambda: ps.response_quantile(0.99, np.linspace(0.5, 19.0, 50), Service.lognormal(MEAN, 40.0)), 1),
         ("PS gamma scv 20, 50-load p99 curve",
          lambda: ps.response_quantile(0.99, np.linspace(0.5, 19.0, 50), Service.gamma(MEAN, 20.0)), 3),
         ("gc_whatif PS, timeout",

@@ -44,8 +44,8 @@ up to utilisation 0.85 (:data:`BEYOND_LARGEST_TOP`).  Outside the grids (higher 
 scv or q beyond the ranges) the callers
 compute the point directly; :class:`Coverage` says which points of a batch a table answers.
 A family is answered from a table exactly when the shipped file holds it, so the PS file holds
-only laws without an exact phase-type computation (this release: lognormal from scv 0.57 and gamma
-from 0.085 to 5.5, continued to scv 53 by ``ps_heavy_tail_quantiles.npz``, :data:`PS_HEAVY_TAIL`).
+only laws without an exact phase-type computation (this release: lognormal from scv 0.57 to 25 and
+gamma from 0.085 to 5.5, both continued to scv 53 by ``ps_heavy_tail_quantiles.npz``, :data:`PS_HEAVY_TAIL`).
 Deterministic CPU under PS (M/D/1-PS, whose atom at ``S`` a table in scv cannot hold) has its own
 table, :mod:`capacity._ps_deterministic_table`.  The FCFS file holds lognormal and gamma; hyperexponential FCFS is computed
 exactly (the M/H2/1 costs 5-15 ms for a fit's batch, where a 10-node table piece was up to 33 %
@@ -138,13 +138,22 @@ PS_PHASE_TYPE_Z = np.linspace(Z[0], Z[-1], 3 * Z.size - 2)
 #: of a loaded queue (utilisation 0.2-0.999, ``--check ps_heavy_tail gamma``, 40 cell midpoints),
 #: within 1.2 % (p99) and 1.9 % (p99.9) of the direct computation; p90 up to 21 % apart at scv 44,
 #: where simulation sides with the table (utilisation 0.3: +0.9 % against the direct -3.8 %).
+#:
+#: Lognormal's piece, scv 11.7-53 (blended into the main table over 17-25), is built and read the
+#: same way; its nodes at 11.7-25 are the main table's rows, at 36.5 and 53 the direct computation's
+#: (about 1.5 h of CPU each).  The direct computation's body is closer here (within 3.5 % of
+#: simulation) but 3.6-4.4 % high at p50 as the load vanishes, where the blend is within 0.16 % of
+#: the exact law.  Against simulation (8 runs of 2e6 s; half-widths 0.1-3.7 %), p30-p99.9: scv 30
+#: at utilisation 0.5 within 1.9 %, 40 at 0.2 within 1.5 %, 45 at 0.85 within 1.2 %.  Against the
+#: direct computation at cell midpoints (scv 30 and 44): at utilisation 0.39-0.999 p99 / p99.9
+#: within 1.4 / 1.7 %; at 0.04-0.2 up to 5.5 % (p99, scv 44), where simulation sides with the
+#: table (scv 40 at 0.2, p99: table -0.4 %, direct -3.1 %).
 PS_HEAVY_TAIL = "ps_heavy_tail"
 _HEAVY_TAIL_NODES = np.geomspace(0.04, 25.0 * (25.0 / 0.04) ** (2 / 17), 20)
-#: Lognormal's grid is the builder's (its piece is not shipped yet: one node took 18 to over 45 min
-#: of CPU; the tables stop at scv 25 for lognormal, above which it is computed directly).
 PS_HEAVY_TAIL_SCV = {"lognormal": _HEAVY_TAIL_NODES[15:], "gamma": _HEAVY_TAIL_NODES[12:]}
-#: The families whose heavy-tail piece is read relative to the law's own quantile (:func:`_log_own_quantile`).
-HEAVY_TAIL_RELATIVE = ("gamma",)
+#: The families whose heavy-tail piece is read relative to the law's own quantile (:func:`_log_own_quantile`)
+#: and whose nodes blend in the small-request limit.
+HEAVY_TAIL_RELATIVE = ("gamma", "lognormal")
 #: Processor sharing on c > 1 cores (M/G/c-PS, the approximation of :mod:`capacity._ps_many_cores`:
 #: the tagged request's own CPU law exact, the others leaving as if theirs were exponential),
 #: tabulated for lognormal and gamma CPU at powers of two up to a large machine's 64 cores, one file

@@ -768,8 +768,8 @@ def response_quantile(q: ArrayLike, arrival_rate: ArrayLike, service: Service | 
     computation between the nodes, except p50 below utilisation 0.1 at scv ~4.5 (2 %) and p99.9
     above 0.98 (0.9 %); there, above rho = 0.986, the levels beyond q = 1 - 4e-5 are extrapolated
     along the exponential tail (the transform resolves P(T > t) to ~1e-6 at those t).  Gamma
-    from scv 5.5 to 53 comes from a heavy-tail piece of the table, its body from the
-    small-request limit (accuracy against simulation in
+    from scv 5.5 and lognormal from 25 to 53 come from a heavy-tail piece of the table, its body
+    from the small-request limit (accuracy against simulation in
     :data:`capacity._quantile_table.PS_HEAVY_TAIL`: p30-p99 within 3.8 %); above, directly.
     Below scv 0.57 the lognormal's hyper-Erlang fits are too uneven to interpolate
     (measured at scv 0.15, rho 0.79: -5.6 % / -9.3 % at p99 / p99.9 from a

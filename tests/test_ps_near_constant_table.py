@@ -98,8 +98,9 @@ def test_the_blend_is_smooth_in_scv(family, lo, hi):
         steps = np.abs(np.diff(np.log(t), axis=1))
         assert steps.max() < 1e-3, (rho, steps.max())
     pieces = table._interpolators("ps")[family]
-    # The near-constant piece and the main one (gamma has the heavy-tail piece above, from 3.76).
-    assert len(pieces) == (3 if family == "gamma" else 2)
+    # The near-constant piece, the main one and the heavy-tail piece above (gamma from 3.76,
+    # lognormal from 11.7).
+    assert len(pieces) == 3
     inside = scv[(scv > pieces[1].lo) & (scv < pieces[0].hi)]
     z = np.log(-np.log1p(-0.99)) * np.ones(inside.size)
     r = np.full(inside.size, 0.7)

@@ -9,6 +9,7 @@ Usage (from the repository root)::
     python tools/build_quantile_tables.py --check ps lognormal          # error between the nodes
     python tools/build_quantile_tables.py ps_phase_type hyperexponential  # ~3 min; for the fits
     python tools/build_quantile_tables.py ps_heavy_tail gamma           # gamma scv 3.8-53 for capacity.ps
+    python tools/build_quantile_tables.py ps_heavy_tail lognormal       # 11.7-53; 36.5 and 53 ~1.5 h of CPU each
     python tools/build_quantile_tables.py ps_deterministic              # M/D/1-PS (atom exact), ~3 min
     python tools/build_quantile_tables.py ps_c4 lognormal gamma         # M/G/4-PS, ~12 min of CPU
 

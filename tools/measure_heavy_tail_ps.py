@@ -33,7 +33,7 @@ from capacity.sim import simulate  # noqa: E402
 
 LEVELS = np.array([0.3, 0.5, 0.7, 0.9, 0.99, 0.999])
 POINTS = ["gamma:5.5:0.5", "gamma:8:0.85", "gamma:12:0.1", "gamma:20:0.5", "gamma:30:0.7", "gamma:40:0.9",
-          "lognormal:30:0.5", "lognormal:45:0.85"]
+          "lognormal:30:0.5", "lognormal:40:0.2", "lognormal:45:0.85"]
 RUNS, HORIZON = 8, 2e6
 
 
