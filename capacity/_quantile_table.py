@@ -436,7 +436,7 @@ def _inside(discipline: str, family: str, rho: np.ndarray, scv: np.ndarray) -> n
     pair = _between_tables(discipline)
     if pair is not None:
         both = _inside(pair[0], family, rho, scv) & _inside(pair[1], family, rho, scv)
-        return both & (rho <= BEYOND_LARGEST_TOP * (1 + _SLACK)) if beyond_largest(discipline) else both
+        return both & (rho <= _top(discipline, family) * (1 + _SLACK))   # beyond 64 cores: lower
     lo, hi = scv_range(discipline, family)
     return ((rho >= 0) & (rho <= _top(discipline, family) * (1 + _SLACK))
             & (scv >= lo * (1 - _SLACK)) & (scv <= hi * (1 + _SLACK)))
